@@ -1,0 +1,102 @@
+#pragma once
+// KvCachePool: the paged KV cache of all layers. One allocation per K and V:
+//   NHD: [layers, num_pages, page_size, Hkv, D]    HND: [layers, num_pages, Hkv, page_size, D]
+// Requests are bound with a token capacity (their pages are taken from the free list then);
+// activate() fixes the batch row order of a step; put() writes new tokens through the
+// request slot table; metadata() builds the CSR page table of the active rows.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "flashpage/error.h"
+#include "flashpage/ops.h"
+
+namespace flashpage {
+
+struct KvCacheConfig {
+  int64_t layers = 1;
+  int64_t kv_heads = 8;
+  int64_t head_dim = 128;
+  int64_t page_size = 16;
+  int64_t num_pages = 0;
+  DType dtype = DType::bf16;
+  Device device = Device::cpu();
+  KvLayout layout = KvLayout::NHD;
+};
+
+// Thrown when the free list cannot satisfy a request; the pool is left unchanged.
+class KvCacheExhausted : public Error {
+ public:
+  using Error::Error;
+};
+
+// The page table of the active rows for one step, shared by all layers.
+struct KvCacheMetadata {
+  PageTable host;    // int32 CPU tensors (the planner reads these)
+  PageTable device;  // the same on the pool's device (the kernels read these); == host on CPU
+  std::vector<int64_t> lengths;  // tokens per active row
+  bool rebuilt = false;          // false: updated in place (same buffers, only last_page_len)
+  uint64_t version = 0;
+};
+
+class KvCachePool {
+ public:
+  explicit KvCachePool(const KvCacheConfig& config);
+  ~KvCachePool();
+  KvCachePool(const KvCachePool&) = delete;
+  KvCachePool& operator=(const KvCachePool&) = delete;
+
+  const KvCacheConfig& config() const { return config_; }
+  int64_t free_pages() const { return int64_t(free_list_.size()); }
+  int64_t num_requests() const;
+
+  // Takes ceil(capacity / page_size) pages; returns the request id.
+  int64_t bind_request(int64_t capacity_tokens);
+  void unbind_request(int64_t id);
+  int64_t capacity(int64_t id) const;
+  const std::vector<int32_t>& pages_of(int64_t id) const;
+  // Fixes which requests form the batch rows of the next steps, in this order.
+  void activate(std::span<const int64_t> ids);
+  const std::vector<int64_t>& active() const { return active_; }
+
+  // Writes k/v [B, S, Hkv, D] (any strides) of the active rows for `layer` at positions
+  // start .. start+S-1 (the same start for every row, or one per row).
+  void put(int64_t layer, int64_t start_position, const Tensor& k, const Tensor& v,
+           void* stream = nullptr);
+  void put(int64_t layer, std::span<const int64_t> start_positions, const Tensor& k,
+           const Tensor& v, void* stream = nullptr);
+
+  // The CSR table of the active rows with these lengths (one per row, or one for all rows).
+  // The returned reference stays valid until the next metadata() call; buffers are reused in
+  // place when the batch and every row's page count are unchanged (CUDA graphs can replay).
+  const KvCacheMetadata& metadata(std::span<const int64_t> lengths);
+  const KvCacheMetadata& metadata(int64_t uniform_length);
+
+  // One layer's pages and the given table, ready for the ops.
+  PagedKv layer(int64_t layer, const KvCacheMetadata& meta) const;
+  const Tensor& k_cache() const { return k_; }
+  const Tensor& v_cache() const { return v_; }
+
+ private:
+  struct Request {
+    int64_t capacity = 0;
+    std::vector<int32_t> pages;
+  };
+  const Request& request(int64_t id, const char* what) const;
+  void write(int64_t layer, const std::vector<int32_t>& batch_idx,
+             const std::vector<int32_t>& positions, const Tensor& k, const Tensor& v,
+             void* stream);
+
+  KvCacheConfig config_;
+  Tensor k_, v_;
+  std::vector<int32_t> free_list_;
+  std::vector<Request> requests_;  // by id; capacity 0 and no pages = unbound slot
+  std::vector<bool> bound_;
+  std::vector<int64_t> active_;
+  KvCacheMetadata meta_;
+  std::vector<int64_t> meta_pages_;      // page count per row when meta_ was built
+  std::vector<int64_t> meta_rows_;       // the active ids meta_ was built for
+  Tensor put_rows_, put_positions_;      // device scratch for put()'s index lists
+};
+
+}  // namespace flashpage

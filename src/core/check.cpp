@@ -1,0 +1,67 @@
+#include "core/check.h"
+
+namespace flashpage::check {
+
+void defined(const Tensor& t, std::string_view name) {
+  require(t.defined(), name, ": expected a tensor, got an undefined one");
+}
+
+void dims(const Tensor& t, std::string_view name, int64_t rank, std::string_view layout) {
+  require(t.defined(), name, ": expected ", rank, " dims ", layout, ", got an undefined tensor");
+  require(t.dim() == rank, name, ": expected ", rank, " dims ", layout, ", got ", t.shape_str());
+}
+
+void dtype_in(const Tensor& t, std::string_view name, std::initializer_list<DType> allowed) {
+  for (DType d : allowed)
+    if (t.dtype() == d) return;
+  std::string list;
+  for (DType d : allowed) list += (list.empty() ? "" : "|") + std::string(dtype_name(d));
+  fail(name, ": expected dtype ", list, ", got ", dtype_name(t.dtype()));
+}
+
+void same_dtype(const Tensor& t, std::string_view name, DType expected, std::string_view of) {
+  require(t.dtype() == expected, name, ": expected dtype ", dtype_name(expected), " (as ", of,
+          "), got ", dtype_name(t.dtype()));
+}
+
+void same_device(const Tensor& t, std::string_view name, Device expected, std::string_view of) {
+  require(t.device() == expected, name, ": expected device ", expected.str(), " (as ", of,
+          "), got ", t.device().str());
+}
+
+void size_is(const Tensor& t, std::string_view name, int64_t dim, int64_t expected,
+             std::string_view what) {
+  require(t.size(dim) == expected, name, ": expected size ", expected, " (", what, ") in dim ",
+          dim, ", got ", t.shape_str());
+}
+
+void shape_is(const Tensor& t, std::string_view name, const Shape& expected) {
+  require(t.defined(), name, ": expected shape ", shape_to_string(expected),
+          ", got an undefined tensor");
+  require(t.shape() == expected, name, ": expected shape ", shape_to_string(expected), ", got ",
+          t.shape_str());
+}
+
+void inner_contiguous(const Tensor& t, std::string_view name) {
+  require(t.dim() == 0 || t.stride(-1) == 1 || t.size(-1) == 1, name,
+          ": expected the last dim to be contiguous (stride 1), got strides ",
+          shape_to_string(t.strides()));
+}
+
+void contiguous(const Tensor& t, std::string_view name) {
+  require(t.is_contiguous(), name, ": expected a contiguous tensor, got strides ",
+          shape_to_string(t.strides()), " for shape ", t.shape_str());
+}
+
+void head_dim(int64_t d, std::string_view name) {
+  require(d >= 8 && d <= 256 && d % 8 == 0, name,
+          ": expected head_dim a multiple of 8 in 8..256, got ", d);
+}
+
+void gqa(int64_t num_qo_heads, int64_t num_kv_heads) {
+  require(num_qo_heads > 0 && num_kv_heads > 0 && num_qo_heads % num_kv_heads == 0,
+          "heads: expected num_qo_heads % num_kv_heads == 0, got Hq=", num_qo_heads,
+          " Hkv=", num_kv_heads);
+}
+
+}  // namespace flashpage::check

@@ -1,0 +1,40 @@
+#pragma once
+// Validation helpers: each throws flashpage::Error naming the argument, the expectation and
+// what was given.
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "flashpage/error.h"
+#include "flashpage/tensor.h"
+
+namespace flashpage::check {
+
+template <class... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  throw Error(os.str());
+}
+
+template <class... Parts>
+void require(bool ok, const Parts&... parts) {
+  if (!ok) fail(parts...);
+}
+
+// "query: expected 4 dims [B,H,S,D], got [2,8,64]"; also rejects an undefined tensor.
+void dims(const Tensor& t, std::string_view name, int64_t rank, std::string_view layout);
+void defined(const Tensor& t, std::string_view name);
+void dtype_in(const Tensor& t, std::string_view name, std::initializer_list<DType> allowed);
+void same_dtype(const Tensor& t, std::string_view name, DType expected, std::string_view of);
+void same_device(const Tensor& t, std::string_view name, Device expected, std::string_view of);
+void size_is(const Tensor& t, std::string_view name, int64_t dim, int64_t expected,
+             std::string_view what);
+void shape_is(const Tensor& t, std::string_view name, const Shape& expected);
+void inner_contiguous(const Tensor& t, std::string_view name);  // last dim stride 1
+void contiguous(const Tensor& t, std::string_view name);
+void head_dim(int64_t d, std::string_view name);  // multiple of 8, 8..256
+void gqa(int64_t num_qo_heads, int64_t num_kv_heads);
+
+}  // namespace flashpage::check

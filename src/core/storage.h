@@ -1,0 +1,20 @@
+#pragma once
+// Bytes on one device, owned (freed with the last reference) or borrowed (from_blob).
+#include <cstddef>
+
+#include "flashpage/device.h"
+
+namespace flashpage {
+
+struct Storage {
+  void* data = nullptr;
+  size_t bytes = 0;
+  Device device{};
+  bool owned = false;
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+};
+
+}  // namespace flashpage

@@ -1,0 +1,311 @@
+#include "flashpage/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "core/check.h"
+#include "core/device_memory.h"
+#include "core/storage.h"
+
+namespace flashpage {
+
+Storage::~Storage() {
+  if (!owned || !data) return;
+  if (device.is_cpu())
+    std::free(data);
+  else
+    detail::cuda_free(data, device.index);
+}
+
+namespace {
+
+constexpr size_t kHostAlignment = 64;  // a cache line: vector loads never straddle two
+
+std::shared_ptr<Storage> allocate(size_t bytes, Device device) {
+  auto s = std::make_shared<Storage>();
+  s->bytes = bytes;
+  s->device = device;
+  s->owned = true;
+  const size_t padded = (std::max<size_t>(bytes, 1) + kHostAlignment - 1) / kHostAlignment *
+                        kHostAlignment;
+  if (device.is_cpu()) {
+    s->data = std::aligned_alloc(kHostAlignment, padded);
+    check::require(s->data != nullptr, "Tensor: host allocation of ", bytes, " bytes failed");
+  } else {
+    s->data = detail::cuda_malloc(padded, device.index);
+  }
+  return s;
+}
+
+int64_t wrap_dim(int64_t d, int64_t rank, const char* what) {
+  const int64_t w = d < 0 ? d + rank : d;
+  check::require(w >= 0 && w < rank, what, ": dim ", d, " out of range for ", rank, " dims");
+  return w;
+}
+
+// Calls fn(flat_index, element_offset) for every element in row-major order.
+template <class Fn>
+void for_each_offset(const Shape& shape, const Shape& strides, Fn&& fn) {
+  const int64_t rank = int64_t(shape.size());
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  if (n == 0) return;
+  std::vector<int64_t> idx(rank, 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    fn(i, off);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d]) {
+        off += strides[d];
+        break;
+      }
+      off -= strides[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+// Bytes spanned by a strided tensor starting at element 0 (non-negative strides).
+size_t span_elements(const Shape& shape, const Shape& strides) {
+  int64_t last = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return 0;
+    last += (shape[d] - 1) * strides[d];
+  }
+  return size_t(last + 1);
+}
+
+}  // namespace
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t s = 1;
+  for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+    strides[d] = s;
+    s *= std::max<int64_t>(shape[d], 1);
+  }
+  return strides;
+}
+
+std::string shape_to_string(const Shape& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t s : shape)
+    check::require(s >= 0, "Tensor::empty: expected non-negative sizes, got ",
+                   shape_to_string(shape));
+  Tensor t;
+  t.shape_ = shape;
+  t.strides_ = contiguous_strides(shape);
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.storage_ = allocate(size_t(t.numel()) * dtype_size(dtype), device);
+  return t;
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  if (device.is_cpu())
+    std::memset(t.data(), 0, t.nbytes());
+  else
+    detail::cuda_memset(t.data(), 0, t.nbytes(), device.index);
+  return t;
+}
+
+Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device,
+                         const Shape& strides) {
+  check::require(data != nullptr || shape.empty() || Tensor().numel() == 0,
+                 "Tensor::from_blob: data is null");
+  check::require(strides.empty() || strides.size() == shape.size(),
+                 "Tensor::from_blob: expected ", shape.size(), " strides, got ", strides.size());
+  Tensor t;
+  t.shape_ = shape;
+  t.strides_ = strides.empty() ? contiguous_strides(shape) : strides;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.storage_ = std::make_shared<Storage>();
+  t.storage_->data = data;
+  t.storage_->device = device;
+  t.storage_->bytes = span_elements(t.shape_, t.strides_) * dtype_size(dtype);
+  return t;
+}
+
+int64_t Tensor::size(int64_t d) const { return shape_[wrap_dim(d, dim(), "Tensor::size")]; }
+int64_t Tensor::stride(int64_t d) const {
+  return strides_[wrap_dim(d, dim(), "Tensor::stride")];
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t s : shape_) n *= s;
+  return n;
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    if (shape_[d] != 1 && strides_[d] != expected) return false;
+    expected *= shape_[d];
+  }
+  return true;
+}
+
+void* Tensor::data() const {
+  if (!storage_) return nullptr;
+  return static_cast<char*>(storage_->data) + offset_ * int64_t(dtype_size(dtype_));
+}
+
+Tensor Tensor::to(Device device) const {
+  check::defined(*this, "Tensor::to");
+  if (device == device_) return *this;
+  Tensor out = empty(shape_, dtype_, device);
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  check::defined(*this, "Tensor::to");
+  if (dtype == dtype_) return *this;
+  Tensor out = empty(shape_, dtype, device_);
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::contiguous() const {
+  check::defined(*this, "Tensor::contiguous");
+  return is_contiguous() ? *this : clone();
+}
+
+Tensor Tensor::clone() const {
+  check::defined(*this, "Tensor::clone");
+  Tensor out = empty(shape_, dtype_, device_);
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::view(const Shape& shape) const {
+  check::defined(*this, "Tensor::view");
+  check::require(is_contiguous(), "Tensor::view: expected a contiguous tensor, got strides ",
+                 shape_to_string(strides_));
+  Shape s = shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      check::require(infer < 0, "Tensor::view: only one -1 allowed in ", shape_to_string(shape));
+      infer = int64_t(i);
+    } else {
+      known *= s[i];
+    }
+  }
+  if (infer >= 0 && known > 0) s[infer] = numel() / known;
+  int64_t n = 1;
+  for (int64_t v : s) n *= v;
+  check::require(n == numel(), "Tensor::view: cannot view ", shape_str(), " as ",
+                 shape_to_string(shape));
+  Tensor t = *this;
+  t.shape_ = s;
+  t.strides_ = contiguous_strides(s);
+  return t;
+}
+
+Tensor Tensor::transpose(int64_t a, int64_t b) const {
+  check::defined(*this, "Tensor::transpose");
+  a = wrap_dim(a, dim(), "Tensor::transpose");
+  b = wrap_dim(b, dim(), "Tensor::transpose");
+  Tensor t = *this;
+  std::swap(t.shape_[a], t.shape_[b]);
+  std::swap(t.strides_[a], t.strides_[b]);
+  return t;
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end) const {
+  check::defined(*this, "Tensor::slice");
+  d = wrap_dim(d, dim(), "Tensor::slice");
+  check::require(0 <= start && start <= end && end <= shape_[d], "Tensor::slice: range [",
+                 start, ",", end, ") out of bounds for size ", shape_[d], " of dim ", d);
+  Tensor t = *this;
+  t.offset_ += start * strides_[d];
+  t.shape_[d] = end - start;
+  return t;
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  check::defined(*this, "Tensor::select");
+  d = wrap_dim(d, dim(), "Tensor::select");
+  check::require(0 <= index && index < shape_[d], "Tensor::select: index ", index,
+                 " out of bounds for size ", shape_[d]);
+  Tensor t = *this;
+  t.offset_ += index * strides_[d];
+  t.shape_.erase(t.shape_.begin() + d);
+  t.strides_.erase(t.strides_.begin() + d);
+  return t;
+}
+
+void Tensor::copy_(const Tensor& src) {
+  check::defined(*this, "Tensor::copy_ (destination)");
+  check::defined(src, "Tensor::copy_ (source)");
+  check::require(src.shape_ == shape_, "Tensor::copy_: expected source shape ", shape_str(),
+                 ", got ", src.shape_str());
+  if (numel() == 0) return;
+  // Same dtype, both contiguous: one byte copy between any devices.
+  if (src.dtype_ == dtype_ && src.is_contiguous() && is_contiguous()) {
+    detail::copy_bytes(data(), device_, src.data(), src.device_, nbytes());
+    return;
+  }
+  // Otherwise go through the host: a contiguous host copy of the source, then a strided,
+  // converting store into a host image of the destination.
+  Tensor host_src = src;
+  if (src.device_.is_cuda()) {
+    check::require(src.is_contiguous(),
+                   "Tensor::copy_: a strided CUDA source must be made contiguous on the "
+                   "device first; got strides ", shape_to_string(src.strides_));
+    host_src = empty(shape_, src.dtype_, Device::cpu());
+    detail::copy_bytes(host_src.data(), Device::cpu(), src.data(), src.device_, src.nbytes());
+  }
+  const bool dst_on_host = device_.is_cpu();
+  check::require(dst_on_host || is_contiguous(),
+                 "Tensor::copy_: a strided CUDA destination is not supported; got strides ",
+                 shape_to_string(strides_));
+  Tensor host_dst = dst_on_host ? *this : empty(shape_, dtype_, Device::cpu());
+  const void* sb = host_src.data();
+  void* db = host_dst.data();
+  std::vector<int64_t> src_offsets;
+  src_offsets.reserve(size_t(numel()));
+  for_each_offset(shape_, host_src.strides_, [&](int64_t, int64_t off) {
+    src_offsets.push_back(off);
+  });
+  const size_t es = dtype_size(dtype_);
+  const bool same = host_src.dtype_ == dtype_;
+  for_each_offset(shape_, host_dst.strides_, [&](int64_t i, int64_t off) {
+    if (same)
+      std::memcpy(static_cast<char*>(db) + off * es,
+                  static_cast<const char*>(sb) + src_offsets[i] * es, es);
+    else
+      store_from_double(db, dtype_, off, load_as_double(sb, host_src.dtype_, src_offsets[i]));
+  });
+  if (!dst_on_host) detail::copy_bytes(data(), device_, host_dst.data(), Device::cpu(), nbytes());
+}
+
+void Tensor::fill_(double value) {
+  check::defined(*this, "Tensor::fill_");
+  if (numel() == 0) return;
+  Tensor host = device_.is_cpu() ? *this : empty(shape_, dtype_, Device::cpu());
+  void* base = host.data();
+  for_each_offset(shape_, host.strides_, [&](int64_t, int64_t off) {
+    store_from_double(base, dtype_, off, value);
+  });
+  if (!device_.is_cpu()) copy_(host);
+}
+
+std::string Tensor::shape_str() const { return defined() ? shape_to_string(shape_) : "undefined"; }
+
+std::string Tensor::str() const {
+  if (!defined()) return "undefined";
+  return std::string(dtype_name(dtype_)) + shape_to_string(shape_) + " on " + device_.str();
+}
+
+}  // namespace flashpage

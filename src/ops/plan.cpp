@@ -1,0 +1,198 @@
+// The planners: read the host page table once per step and write the work list that the CPU
+// and CUDA runs share (layout in ops/workspace.h).
+#include <algorithm>
+#include <numeric>
+
+#include "core/check.h"
+#include "core/device_memory.h"
+#include "ops/page_table_check.h"
+#include "ops/workspace.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace flashpage {
+
+namespace {
+
+// How many independent tasks keep the device busy: CUDA blocks resident on all SMs, or a few
+// tasks per CPU thread so uneven ones even out.
+int64_t parallel_slots(Device device) {
+  if (device.is_cuda()) return int64_t(detail::cuda_sm_count(device.index)) * 2;
+#ifdef _OPENMP
+  return int64_t(omp_get_max_threads()) * 4;
+#else
+  return 4;
+#endif
+}
+
+// Shortest KV chunk worth a split: below this the merge costs more than the parallelism
+// gains (a chunk's partial output is Hq*D floats written and read again).
+int64_t min_chunk_tokens(Device device) { return device.is_cuda() ? 256 : 512; }
+
+void check_plan_args(const Workspace& ws, const PageTable& host_table, const PagedKv& kv,
+                     int64_t num_qo_heads) {
+  check_pages(kv);
+  check::require(ws.device() == kv.k_pages.device(), "workspace: expected device ",
+                 kv.k_pages.device().str(), " (as the pages), got ", ws.device().str());
+  check::gqa(num_qo_heads, kv.num_kv_heads());
+  (void)host_table;
+}
+
+// Writes header + items + merge_indptr into the mirror and copies it to the device.
+Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
+             const std::vector<int32_t>& merge_indptr) {
+  const int64_t n_ints = Workspace::Impl::kHeaderInts +
+                         int64_t(items.size()) * Workspace::Impl::kWorkFields +
+                         int64_t(merge_indptr.size());
+  check::require(n_ints <= w.ints.numel(), "workspace: the work list needs ", n_ints * 4,
+                 " bytes of its integer region, it has ", w.ints.numel() * 4,
+                 "; create the Workspace with more bytes");
+  w.host_ints.assign(size_t(n_ints), 0);
+  w.host_ints[0] = int32_t(items.size());
+  w.host_ints[1] = int32_t(plan.num_partials);
+  w.host_ints[2] = int32_t(plan.batch_size);
+  std::copy_n(reinterpret_cast<const int32_t*>(items.data()), items.size() * 4,
+              w.host_ints.begin() + Workspace::Impl::kHeaderInts);
+  w.merge_indptr_offset = Workspace::Impl::kHeaderInts + int64_t(items.size()) * 4;
+  std::copy(merge_indptr.begin(), merge_indptr.end(),
+            w.host_ints.begin() + w.merge_indptr_offset);
+  w.partial_lse_offset = plan.num_partials * plan.num_qo_heads * plan.head_dim;
+  if (w.device.is_cuda())
+    detail::copy_bytes(w.ints.data(), w.device, w.host_ints.data(), Device::cpu(),
+                       w.host_ints.size() * 4);
+  else
+    std::copy(w.host_ints.begin(), w.host_ints.end(), w.ints.data_as<int32_t>());
+  plan.generation = ++w.generation;
+  plan.num_work = int64_t(items.size());
+  return plan;
+}
+
+}  // namespace
+
+Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
+                 int64_t num_qo_heads) {
+  check_plan_args(ws, host_table, kv, num_qo_heads);
+  const std::vector<int64_t> lengths =
+      check_page_table(host_table, kv.num_pages(), kv.page_size());
+  auto& w = ws.impl();
+  Plan plan;
+  plan.kind = Plan::Kind::decode;
+  plan.device = ws.device();
+  plan.batch_size = int64_t(lengths.size());
+  plan.num_qo_heads = num_qo_heads;
+  plan.num_kv_heads = kv.num_kv_heads();
+  plan.head_dim = kv.head_dim();
+  plan.page_size = kv.page_size();
+  plan.total_q_rows = plan.batch_size;
+
+  // Chunk length: enough chunks x KV heads to fill the device, never below the split
+  // threshold, a whole number of pages, and few enough partials to fit the float region.
+  const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t(0));
+  const int64_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  const int64_t slots = parallel_slots(ws.device());
+  const int64_t per_partial_floats = num_qo_heads * (plan.head_dim + 1);
+  const int64_t max_partials = (w.floats.numel()) / std::max<int64_t>(per_partial_floats, 1);
+  int64_t chunk = std::max<int64_t>(longest, 1);
+  if (plan.batch_size * plan.num_kv_heads < slots && total > 0) {
+    const int64_t want_items = (slots + plan.num_kv_heads - 1) / plan.num_kv_heads;
+    chunk = std::max((total + want_items - 1) / want_items, min_chunk_tokens(ws.device()));
+  }
+  chunk = (chunk + plan.page_size - 1) / plan.page_size * plan.page_size;
+  auto count_partials = [&](int64_t c) {
+    int64_t n = 0;
+    for (int64_t len : lengths)
+      if (len > c) n += (len + c - 1) / c;
+    return n;
+  };
+  while (count_partials(chunk) > max_partials) chunk *= 2;
+  plan.kv_chunk = chunk;
+
+  std::vector<WorkItem> items;
+  std::vector<int32_t> merge_indptr(size_t(plan.batch_size) + 1, 0);
+  int32_t slot = 0;
+  for (int64_t b = 0; b < plan.batch_size; ++b) {
+    const int64_t len = lengths[size_t(b)];
+    if (len <= chunk) {
+      items.push_back({int32_t(b), 0, int32_t(len), -1});
+    } else {
+      for (int64_t s = 0; s < len; s += chunk)
+        items.push_back({int32_t(b), int32_t(s), int32_t(std::min(len, s + chunk)), slot++});
+    }
+    merge_indptr[size_t(b) + 1] = slot;
+  }
+  // Longest first, so the last tasks to start are short ones.
+  std::stable_sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) {
+    return (a.end - a.begin) > (b.end - b.begin);
+  });
+  plan.num_partials = slot;
+  plan.grid = std::min<int64_t>(int64_t(items.size()), std::max<int64_t>(slots, 1));
+  return publish(w, plan, items, merge_indptr);
+}
+
+Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& host_table,
+                  const PagedKv& kv, int64_t qo_len_uniform, int64_t num_qo_heads) {
+  check_plan_args(ws, host_table, kv, num_qo_heads);
+  const std::vector<int64_t> lengths =
+      check_page_table(host_table, kv.num_pages(), kv.page_size());
+  const int64_t batch = int64_t(lengths.size());
+  std::vector<int64_t> qo_begin(size_t(batch) + 1, 0);
+  if (host_qo_indptr.defined()) {
+    check::dims(host_qo_indptr, "qo_indptr", 1, "[B+1]");
+    check::same_dtype(host_qo_indptr, "qo_indptr", DType::i32, "index tensors are int32");
+    check::same_device(host_qo_indptr, "qo_indptr", Device::cpu(), "plan_prefill reads it");
+    check::size_is(host_qo_indptr, "qo_indptr", 0, batch + 1, "B+1 of the page table");
+    const int32_t* p = host_qo_indptr.contiguous().data_as<int32_t>();
+    check::require(p[0] == 0, "qo_indptr: expected qo_indptr[0] == 0, got ", p[0]);
+    for (int64_t b = 0; b <= batch; ++b) {
+      qo_begin[size_t(b)] = p[b];
+      check::require(b == 0 || p[b] >= p[b - 1], "qo_indptr: expected non-decreasing values, got qo_indptr[",
+                     b - 1, "]=", p[b - 1], " > qo_indptr[", b, "]=", p[b]);
+    }
+  } else {
+    check::require(qo_len_uniform >= 0, "qo_len: expected >= 0, got ", qo_len_uniform);
+    for (int64_t b = 0; b <= batch; ++b) qo_begin[size_t(b)] = b * qo_len_uniform;
+  }
+  Plan plan;
+  plan.kind = Plan::Kind::prefill;
+  plan.device = ws.device();
+  plan.batch_size = batch;
+  plan.num_qo_heads = num_qo_heads;
+  plan.num_kv_heads = kv.num_kv_heads();
+  plan.head_dim = kv.head_dim();
+  plan.page_size = kv.page_size();
+  plan.total_q_rows = qo_begin.back();
+  // Query tiles: the CUDA kernels' tile height, or small CPU tiles that spread well.
+  const int64_t tile = ws.device().is_cuda() ? 64 : 16;
+  plan.kv_chunk = tile;
+  std::vector<WorkItem> items;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t n = qo_begin[size_t(b) + 1] - qo_begin[size_t(b)];
+    for (int64_t s = 0; s < n; s += tile)
+      items.push_back({int32_t(b), int32_t(s), int32_t(std::min(n, s + tile)), -1});
+  }
+  // Rows with the most keys first (their tiles cost the most).
+  std::stable_sort(items.begin(), items.end(), [&](const WorkItem& a, const WorkItem& b) {
+    return lengths[size_t(a.row)] > lengths[size_t(b.row)];
+  });
+  std::vector<int32_t> merge_indptr(size_t(batch) + 1, 0);
+  plan.num_partials = 0;
+  plan.grid = int64_t(items.size());
+  return publish(ws.impl(), plan, items, merge_indptr);
+}
+
+std::vector<int64_t> row_lengths(const PageTable& host_table, int64_t page_size) {
+  check_page_table_shapes(host_table, Device::cpu(), "page_table");
+  const int64_t batch = host_table.batch_size();
+  const int32_t* indptr = host_table.indptr.data_as<int32_t>();
+  const int32_t* last = host_table.last_page_len.data_as<int32_t>();
+  std::vector<int64_t> out(size_t(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t pages = indptr[b + 1] - indptr[b];
+    out[size_t(b)] = pages <= 0 ? 0 : page_size * (pages - 1) + last[b];
+  }
+  return out;
+}
+
+}  // namespace flashpage

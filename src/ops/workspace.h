@@ -1,0 +1,54 @@
+#pragma once
+// The Workspace's insides and the layout of the work lists that the planners write and the
+// CPU and CUDA runs read. Both devices use the same layout, so the planner is shared.
+//
+// Integer region (int32, device memory; a host mirror in `host_ints`):
+//   [0] num_work   [1] num_partials   [2] batch_size   [3] reserved
+//   [kWorkOffset ..)              num_work items of kWorkFields ints (see WorkItem)
+//   [merge_indptr_offset ..)      batch_size + 1 ints: row b's partial slots are
+//                                 merge_indptr[b] .. merge_indptr[b+1] (empty: no split)
+// Float region (f32, device memory):
+//   [0 ..)                        partial outputs [num_partials, Hq, D]
+//   [partial_lse_offset ..)       partial LSEs   [num_partials, Hq]
+#include <cstdint>
+#include <vector>
+
+#include "flashpage/ops.h"
+
+namespace flashpage {
+
+// One unit of scheduled work: a row and a range of its KV tokens (decode), or a row and a
+// tile of its query tokens (prefill; kv range = the whole row).
+struct WorkItem {
+  int32_t row;
+  int32_t begin;  // decode: first KV token; prefill: first query token of the tile
+  int32_t end;    // one past the last
+  int32_t slot;   // decode: partial slot, or -1 when this item writes the final output
+};
+static_assert(sizeof(WorkItem) == 16);
+
+struct Workspace::Impl {
+  static constexpr int64_t kHeaderInts = 4;
+  static constexpr int64_t kWorkFields = 4;
+
+  Device device{};
+  size_t bytes = 0;
+  Tensor ints;    // i32 on device
+  Tensor floats;  // f32 on device
+  std::vector<int32_t> host_ints;  // what the last plan wrote (mirror of `ints`)
+  uint64_t generation = 0;
+
+  // Written by the last plan.
+  int64_t merge_indptr_offset = 0;  // in ints
+  int64_t partial_lse_offset = 0;   // in floats
+
+  const WorkItem* host_work() const {
+    return reinterpret_cast<const WorkItem*>(host_ints.data() + kHeaderInts);
+  }
+  const int32_t* host_merge_indptr() const { return host_ints.data() + merge_indptr_offset; }
+  const int32_t* device_ints() const { return ints.data_as<int32_t>(); }
+  float* partial_out() const { return floats.data_as<float>(); }
+  float* partial_lse() const { return floats.data_as<float>() + partial_lse_offset; }
+};
+
+}  // namespace flashpage
