@@ -187,7 +187,7 @@ std::vector<int64_t> row_lengths(const PageTable& host_table, int64_t page_size)
   const int64_t batch = host_table.batch_size();
   const int32_t* indptr = host_table.indptr.data_as<int32_t>();
   const int32_t* last = host_table.last_page_len.data_as<int32_t>();
-  std::vector<int64_t> out(size_t(batch));
+  std::vector<int64_t> out(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t pages = indptr[b + 1] - indptr[b];
     out[size_t(b)] = pages <= 0 ? 0 : page_size * (pages - 1) + last[b];
