@@ -66,6 +66,12 @@ class KvCachePool {
   void put(int64_t layer, std::span<const int64_t> start_positions, const Tensor& k,
            const Tensor& v, void* stream = nullptr);
 
+  // Ragged form: k/v [N, Hkv, D]; row b's tokens are qo_indptr[b] .. qo_indptr[b+1] (host
+  // int32/int64 [B+1]) and go to positions start_positions[b] onwards.
+  void put_ragged(int64_t layer, std::span<const int64_t> qo_indptr,
+                  std::span<const int64_t> start_positions, const Tensor& k, const Tensor& v,
+                  void* stream = nullptr);
+
   // The CSR table of the active rows with these lengths (one per row, or one for all rows).
   // The returned reference stays valid until the next metadata() call; buffers are reused in
   // place when the batch and every row's page count are unchanged (CUDA graphs can replay).
@@ -83,7 +89,19 @@ class KvCachePool {
     std::vector<int32_t> pages;
   };
   const Request& request(int64_t id, const char* what) const;
-  void write(int64_t layer, const std::vector<int32_t>& batch_idx,
+  // Fills `table` (host, and its device copy when the pool is on a GPU) for the active rows
+  // with these lengths, reusing the buffers while the active set is unchanged. Returns
+  // whether indptr/indices changed.
+  struct TableBuffers {
+    PageTable host, device;
+    std::vector<int64_t> pages;  // page count per row last written
+    std::vector<int64_t> rows;   // the active ids the buffers were sized for
+  };
+  bool fill_table(TableBuffers& t, std::span<const int64_t> lengths);
+  void put_tokens(int64_t layer, std::span<const int64_t> indptr,
+                  std::span<const int64_t> start_positions, const Tensor& k, const Tensor& v,
+                  void* stream);
+  void write(int64_t layer, const std::vector<int32_t>& rows,
              const std::vector<int32_t>& positions, const Tensor& k, const Tensor& v,
              void* stream);
 
@@ -94,9 +112,9 @@ class KvCachePool {
   std::vector<bool> bound_;
   std::vector<int64_t> active_;
   KvCacheMetadata meta_;
-  std::vector<int64_t> meta_pages_;      // page count per row when meta_ was built
-  std::vector<int64_t> meta_rows_;       // the active ids meta_ was built for
-  Tensor put_rows_, put_positions_;      // device scratch for put()'s index lists
+  TableBuffers meta_table_;         // behind meta_
+  TableBuffers put_table_;          // whole-capacity table that put() writes through
+  Tensor put_rows_, put_positions_;  // device scratch for put()'s index lists
 };
 
 }  // namespace flashpage

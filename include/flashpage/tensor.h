@@ -50,6 +50,9 @@ class Tensor {
   Tensor transpose(int64_t a, int64_t b) const;
   Tensor slice(int64_t d, int64_t start, int64_t end) const;  // [start, end) along d
   Tensor select(int64_t d, int64_t index) const;              // drops dim d
+  // Same storage, new shape and strides from this tensor's first element (strides may be 0:
+  // broadcasting). The caller keeps every addressed element inside the storage.
+  Tensor as_strided(const Shape& shape, const Shape& strides) const;
 
   // Copies src's elements into this tensor (same shape; any strides, device and dtype —
   // dtype conversion happens on the host).

@@ -245,6 +245,21 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   return t;
 }
 
+Tensor Tensor::as_strided(const Shape& shape, const Shape& strides) const {
+  check::defined(*this, "Tensor::as_strided");
+  check::require(shape.size() == strides.size(), "Tensor::as_strided: expected ", shape.size(),
+                 " strides, got ", strides.size());
+  const size_t span = span_elements(shape, strides);
+  check::require(span == 0 || (offset_ + int64_t(span)) * int64_t(dtype_size(dtype_)) <=
+                                  int64_t(storage_->bytes),
+                 "Tensor::as_strided: ", shape_to_string(shape), " with strides ",
+                 shape_to_string(strides), " reaches past the storage");
+  Tensor t = *this;
+  t.shape_ = shape;
+  t.strides_ = strides;
+  return t;
+}
+
 void Tensor::copy_(const Tensor& src) {
   check::defined(*this, "Tensor::copy_ (destination)");
   check::defined(src, "Tensor::copy_ (source)");

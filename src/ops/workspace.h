@@ -38,6 +38,15 @@ struct Workspace::Impl {
   std::vector<int32_t> host_ints;  // what the last plan wrote (mirror of `ints`)
   uint64_t generation = 0;
 
+  // The attention backends plan once per step and reuse the plan for every layer: the plan
+  // is keyed by the page table (metadata address and version) and the query shape.
+  struct CachedPlan {
+    const void* table_owner = nullptr;
+    uint64_t table_version = 0;
+    int64_t qo_len = -1;
+    Plan plan;
+  } cached;
+
   // Written by the last plan.
   int64_t merge_indptr_offset = 0;  // in ints
   int64_t partial_lse_offset = 0;   // in floats

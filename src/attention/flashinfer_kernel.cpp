@@ -1,0 +1,110 @@
+// The flashinfer backend: paged decode (S == 1), paged prefill (S > 1), ragged prefill over
+// contiguous segments; causal is bottom-right.
+#include "attention/sequence_views.h"
+#include "core/check.h"
+#include "ops/workspace.h"
+
+namespace flashpage {
+
+namespace {
+
+using attention_detail::host_index_values;
+using attention_detail::lse_for;
+
+// Plans once per step: layers after the first find the plan of the same table and shape.
+const Plan& plan_for_step(Workspace& ws, const KvCacheMetadata& meta, const PagedKv& kv,
+                          int64_t qo_len, const Tensor& host_qo_indptr, int64_t num_qo_heads) {
+  auto& cache = ws.impl().cached;
+  const bool hit = cache.table_owner == &meta && cache.table_version == meta.version &&
+                   cache.qo_len == qo_len && cache.plan.generation == ws.impl().generation &&
+                   cache.plan.num_qo_heads == num_qo_heads;
+  if (!hit) {
+    cache.plan = qo_len == 1 ? plan_decode(ws, meta.host, kv, num_qo_heads)
+                             : plan_prefill(ws, host_qo_indptr, meta.host, kv,
+                                            qo_len < 0 ? 0 : qo_len, num_qo_heads);
+    cache.table_owner = &meta;
+    cache.table_version = meta.version;
+    cache.qo_len = qo_len;
+  }
+  return cache.plan;
+}
+
+void check_paged_context(const AttentionContext& ctx) {
+  check::require(ctx.workspace != nullptr,
+                 "flashinfer: a paged context needs a workspace (AttentionContext::paged(..., "
+                 "workspace)), got none");
+  check::require(ctx.meta != nullptr,
+                 "flashinfer: a paged context needs the step's metadata (pool.metadata(...)), "
+                 "got none");
+}
+
+}  // namespace
+
+void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& key,
+                                             const Tensor& value, const Tensor& mask,
+                                             const AttentionContext& ctx, Tensor& out) {
+  check::defined(query, "query");
+  check::defined(out, "out");
+  const AttentionParams params = ctx.params();
+  if (ctx.is_paged()) {
+    check_paged_context(ctx);
+    KvCachePool& pool = *ctx.pool;
+    Workspace& ws = *ctx.workspace;
+    if (ctx.is_ragged()) {
+      // Ragged queries over the cache: query [N, Hq, D], key/value [N, Hkv, D].
+      check::dims(query, "query", 3, "[N,Hq,D]");
+      check::require(!mask.defined(), "mask: not supported with ragged paged queries");
+      const std::vector<int64_t> qo = host_index_values(ctx.indptr, "ctx.indptr");
+      if (key.defined() || value.defined()) {
+        const std::vector<int64_t> starts =
+            host_index_values(ctx.start_positions, "ctx.start_positions");
+        pool.put_ragged(ctx.layer, qo, starts, key, value, ctx.stream);
+      }
+      const PagedKv kv = pool.layer(ctx.layer, *ctx.meta);
+      Tensor host_qo = Tensor::empty({int64_t(qo.size())}, DType::i32);
+      for (size_t i = 0; i < qo.size(); ++i) host_qo.data_as<int32_t>()[i] = int32_t(qo[i]);
+      const Plan& plan = plan_for_step(ws, *ctx.meta, kv, -1, host_qo, query.size(1));
+      const Tensor dev_qo = ctx.indptr.dtype() == DType::i32 ? ctx.indptr
+                                                             : host_qo.to(query.device());
+      batch_prefill_paged(ws, plan, query, dev_qo, kv, {}, params, out,
+                          lse_for(ctx, {query.size(0), query.size(1)}), ctx.stream);
+      return;
+    }
+    check::dims(query, "query", 4, "[B,Hq,S,D]");
+    const int64_t batch = query.size(0), heads = query.size(1), seq = query.size(2);
+    if (key.defined() || value.defined()) {
+      check::dims(key, "key", 4, "[B,Hkv,S,D]");
+      check::dims(value, "value", 4, "[B,Hkv,S,D]");
+      // The step's new tokens go into the pool first: [B, Hkv, S, D] -> [B, S, Hkv, D].
+      pool.put(ctx.layer, ctx.start_pos, key.transpose(1, 2), value.transpose(1, 2),
+               ctx.stream);
+    }
+    const PagedKv kv = pool.layer(ctx.layer, *ctx.meta);
+    const Plan& plan = plan_for_step(ws, *ctx.meta, kv, seq, {}, heads);
+    if (seq == 1 && !mask.defined()) {
+      check::contiguous(out, "out");
+      Tensor out3 = out.view({batch, heads, query.size(3)});
+      batch_decode(ws, plan, query, kv, params, out3, lse_for(ctx, {batch, heads, 1}).defined()
+                                                          ? ctx.lse.view({batch, heads})
+                                                          : Tensor(),
+                   ctx.stream);
+    } else {
+      const Plan& prefill = seq == 1 ? plan_prefill(ws, {}, ctx.meta->host, kv, 1, heads) : plan;
+      batch_prefill_paged(ws, prefill, query, {}, kv, mask, params, out,
+                          lse_for(ctx, {batch, heads, seq}), ctx.stream);
+    }
+    return;
+  }
+  if (ctx.is_ragged_contiguous()) {
+    check::dims(query, "query", 3, "[N,Hq,D]");
+    check::require(!mask.defined(), "mask: not supported by flashinfer ragged prefill");
+    batch_prefill_ragged(query, key, value, ctx.indptr, {}, params, out,
+                         lse_for(ctx, {query.size(0), query.size(1)}), ctx.stream);
+    return;
+  }
+  check::fail("flashinfer: expected a paged context (AttentionContext::paged / paged_ragged) or "
+              "a ragged one (AttentionContext::ragged), got a contiguous context; use the "
+              "torch_native backend for contiguous attention");
+}
+
+}  // namespace flashpage

@@ -1,0 +1,45 @@
+#include "attention/sequence_views.h"
+
+#include "core/check.h"
+
+namespace flashpage::attention_detail {
+
+std::vector<int64_t> host_index_values(const Tensor& t, std::string_view name) {
+  check::dims(t, name, 1, "[n]");
+  check::dtype_in(t, name, {DType::i32, DType::i64});
+  const Tensor h = t.to(Device::cpu()).contiguous();
+  std::vector<int64_t> out(static_cast<size_t>(h.numel()));
+  for (int64_t i = 0; i < h.numel(); ++i)
+    out[size_t(i)] = h.dtype() == DType::i32 ? h.data_as<int32_t>()[i] : h.data_as<int64_t>()[i];
+  return out;
+}
+
+Tensor tokens_as_sequence(const Tensor& tokens, int64_t begin, int64_t end) {
+  // [N, H, D] -> slice -> [1, n, H, D] (a pure re-indexing) -> [1, H, n, D].
+  Tensor s = tokens.slice(0, begin, end);
+  const Shape shape{1, end - begin, tokens.size(1), tokens.size(2)};
+  const Shape strides{0, tokens.stride(0), tokens.stride(1), tokens.stride(2)};
+  return s.as_strided(shape, strides).transpose(1, 2);
+}
+
+void sdpa_into_view(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                    const AttentionParams& params, Tensor out, const Tensor& lse, void* stream) {
+  if (out.is_contiguous()) {
+    sdpa(q.contiguous(), k.contiguous(), v.contiguous(), mask, params, out, lse, stream);
+    return;
+  }
+  Tensor tmp = Tensor::empty(out.shape(), out.dtype(), out.device());
+  sdpa(q.contiguous(), k.contiguous(), v.contiguous(), mask, params, tmp, lse, stream);
+  out.copy_(tmp);
+}
+
+Tensor lse_for(const AttentionContext& ctx, const Shape& expected) {
+  if (!ctx.return_lse) return {};
+  check::require(ctx.lse.defined(), "ctx.lse: return_lse needs a preallocated f32 tensor ",
+                 shape_to_string(expected));
+  check::same_dtype(ctx.lse, "ctx.lse", DType::f32, "LSE is float32");
+  check::shape_is(ctx.lse, "ctx.lse", expected);
+  return ctx.lse;
+}
+
+}  // namespace flashpage::attention_detail
