@@ -30,5 +30,9 @@ bool cuda_available();
 bool cuda_built();
 // CUDA when available, otherwise the CPU.
 Device default_device();
+// Waits for all work queued on the device (no-op on the CPU).
+void synchronize(Device device);
+// A short description: "cpu (2 threads)", "cuda:0 NVIDIA H200 (132 SMs)".
+std::string device_description(Device device);
 
 }  // namespace flashpage

@@ -6,6 +6,10 @@
 #include "core/device_memory.h"
 #include "flashpage/device.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace flashpage {
 
 std::string Device::str() const {
@@ -28,5 +32,18 @@ Device parse_device(std::string_view text) {
 bool cuda_available() { return cuda_built() && detail::cuda_device_count() > 0; }
 
 Device default_device() { return cuda_available() ? Device::cuda(0) : Device::cpu(); }
+
+void synchronize(Device device) {
+  if (device.is_cuda()) detail::cuda_synchronize(device.index);
+}
+
+std::string device_description(Device device) {
+  if (device.is_cuda()) return detail::cuda_device_name(device.index);
+#ifdef _OPENMP
+  return "cpu (" + std::to_string(omp_get_max_threads()) + " threads)";
+#else
+  return "cpu (1 thread)";
+#endif
+}
 
 }  // namespace flashpage

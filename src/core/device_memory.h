@@ -2,6 +2,7 @@
 // The few device services the core needs, implemented by src/cuda/runtime.cu in a CUDA build
 // and by src/core/no_cuda.cpp (which throws for CUDA devices) in a CPU-only build.
 #include <cstddef>
+#include <string>
 
 #include "flashpage/device.h"
 
@@ -22,4 +23,5 @@ void cuda_synchronize(int device_index);
 
 namespace flashpage::detail {
 int cuda_sm_count(int device_index);  // multiprocessors, for the planners
+std::string cuda_device_name(int device_index);  // "cuda:0 NVIDIA H200 (132 SMs)"
 }  // namespace flashpage::detail

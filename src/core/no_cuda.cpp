@@ -22,6 +22,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 void cuda_memset(void*, int, size_t, int, void*) { not_built(); }
 int cuda_device_count() { return 0; }
 int cuda_sm_count(int) { not_built(); }
+std::string cuda_device_name(int) { not_built(); }
 void cuda_synchronize(int) { not_built(); }
 
 }  // namespace flashpage::detail

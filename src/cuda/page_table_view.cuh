@@ -1,0 +1,52 @@
+#pragma once
+// One view of a CSR page table plus the page strides, shared by decode, prefill, append and
+// gather: row lengths from indptr/last_page_len, and the element offset of
+// (page, token-in-page, head) for NHD or HND pages (the strides say which).
+#include <cstdint>
+
+#include "cuda/fast_divisor.cuh"
+#include "flashpage/ops.h"
+
+namespace flashpage::cuda {
+
+struct PageTableView {
+  const int32_t* indptr = nullptr;         // [B+1]
+  const int32_t* indices = nullptr;        // physical page ids
+  const int32_t* last_page_len = nullptr;  // [B]
+  int32_t batch_size = 0;
+  int32_t page_size = 1;
+  FastDivisor page_divisor;
+  // Element strides of the pages tensor (K and V share them).
+  int64_t stride_page = 0, stride_token = 0, stride_head = 0;
+
+  __device__ __forceinline__ int32_t num_pages(int32_t row) const {
+    return indptr[row + 1] - indptr[row];
+  }
+  __device__ __forceinline__ int32_t length(int32_t row) const {
+    const int32_t pages = num_pages(row);
+    return pages <= 0 ? 0 : page_size * (pages - 1) + last_page_len[row];
+  }
+  // Physical page holding token `token` of `row` and the token's slot in it.
+  __device__ __forceinline__ void locate(int32_t row, int32_t token, int32_t& page,
+                                         int32_t& in_page) const {
+    uint32_t q, r;
+    page_divisor.divmod(uint32_t(token), q, r);
+    page = indices[indptr[row] + int32_t(q)];
+    in_page = int32_t(r);
+  }
+  __device__ __forceinline__ int64_t offset_in_page(int32_t page, int32_t in_page,
+                                                    int32_t head) const {
+    return int64_t(page) * stride_page + int64_t(in_page) * stride_token +
+           int64_t(head) * stride_head;
+  }
+  __device__ __forceinline__ int64_t offset(int32_t row, int32_t token, int32_t head) const {
+    int32_t page, in_page;
+    locate(row, token, page, in_page);
+    return offset_in_page(page, in_page, head);
+  }
+};
+
+// Host: the view of kv's device table and pages (shapes already validated by src/ops).
+PageTableView make_page_table_view(const PagedKv& kv);
+
+}  // namespace flashpage::cuda

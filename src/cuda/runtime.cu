@@ -1,0 +1,111 @@
+// The CUDA implementation of src/core/device_memory.h: stream-ordered allocation on the legacy
+// default stream, copies, memset, device queries.
+#include <cuda_runtime_api.h>
+
+#include "core/device_memory.h"
+#include "cuda/cuda_check.h"
+#include "flashpage/error.h"
+
+namespace flashpage::detail {
+namespace {
+
+// Makes `index` current for the duration of a call and restores the caller's device.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index) {
+    FP_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != index) FP_CUDA_CHECK(cudaSetDevice(index));
+  }
+  ~DeviceGuard() {
+    int now = previous_;
+    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+}  // namespace
+
+void* cuda_malloc(size_t bytes, int device_index) {
+  if (bytes == 0) return nullptr;
+  DeviceGuard guard(device_index);
+  void* ptr = nullptr;
+  // Legacy default stream (0): frees and reuses are ordered with everything on it and with
+  // the blocking streams the library uses.
+  FP_CUDA_CHECK(cudaMallocAsync(&ptr, bytes, cudaStream_t(0)));
+  return ptr;
+}
+
+void cuda_free(void* ptr, int device_index) {
+  if (ptr == nullptr) return;
+  // Runs from destructors: never throw. A failure here (driver shutting down) is ignored.
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess) return;
+  if (previous != device_index) (void)cudaSetDevice(device_index);
+  if (cudaFreeAsync(ptr, cudaStream_t(0)) != cudaSuccess) (void)cudaGetLastError();
+  if (previous != device_index) (void)cudaSetDevice(previous);
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                void* stream) {
+  if (bytes == 0) return;
+  const int index = dst_device.is_cuda() ? dst_device.index
+                    : src_device.is_cuda() ? src_device.index
+                                           : -1;
+  if (index < 0 && stream == nullptr) {  // host to host
+    FP_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToHost));
+    return;
+  }
+  if (index < 0) index = 0;
+  DeviceGuard guard(index);
+  if (stream == nullptr) {
+    // The allocator is stream-ordered on the legacy stream; a plain cudaMemcpy is ordered
+    // with it and returns when the bytes have landed.
+    FP_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  } else {
+    FP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)));
+  }
+}
+
+void cuda_memset(void* dst, int value, size_t bytes, int device_index, void* stream) {
+  if (bytes == 0) return;
+  DeviceGuard guard(device_index);
+  if (stream == nullptr) {
+    FP_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, cudaStream_t(0)));
+    FP_CUDA_CHECK(cudaStreamSynchronize(cudaStream_t(0)));
+  } else {
+    FP_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, as_stream(stream)));
+  }
+}
+
+int cuda_device_count() {
+  int count = 0;
+  // No driver, no GPU, or a driver too old: all mean "no CUDA device here", not an error.
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+int cuda_sm_count(int device_index) {
+  int count = 0;
+  FP_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device_index));
+  return count;
+}
+
+void cuda_synchronize(int device_index) {
+  DeviceGuard guard(device_index);
+  FP_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace flashpage::detail
+
+namespace flashpage {
+bool cuda_built() { return true; }
+}  // namespace flashpage

@@ -1,0 +1,170 @@
+// batch_decode over a paged KV cache (plan/run with a Workspace, and the one-shot form),
+// against the float64 oracle.
+#include "test_util.h"
+
+namespace fpt {
+namespace {
+
+struct DecodeCase {
+  std::vector<int64_t> lengths;
+  int64_t page_size, Hq, Hkv, D;
+  KvLayout layout = KvLayout::NHD;
+  DType dtype = DType::f32;
+  int window_left = -1;
+  float soft_cap = 0;
+  float scale = 0;
+
+  std::string str() const {
+    std::ostringstream os;
+    os << "lengths=" << fpt::str(lengths) << " P=" << page_size << " Hq=" << Hq << " Hkv=" << Hkv
+       << " D=" << D << " " << layout_name(layout) << " " << dtype_name(dtype)
+       << " window=" << window_left << " cap=" << soft_cap << " scale=" << scale;
+    return os.str();
+  }
+};
+
+void run_decode(Rng& rng, const DecodeCase& c, Device device, size_t ws_bytes = size_t(32) << 20) {
+  SCOPED_TRACE(c.str() + " on " + device.str());
+  const int64_t B = int64_t(c.lengths.size());
+  const PagedCase pc = random_paged(rng, c.lengths, c.page_size, c.Hkv, c.D, c.layout, c.dtype, device);
+  const AttentionParams p{c.scale, false, c.window_left, c.soft_cap};
+  const Tensor q = random_tensor(rng, {B, c.Hq, c.D}, c.dtype, device, -2, 2);
+  const oracle::Result ref = oracle::decode(q, pc.kv, p);
+
+  Workspace ws(device, ws_bytes);
+  const Plan plan = plan_decode(ws, pc.host_table, pc.kv, c.Hq);
+  Tensor out = poisoned({B, c.Hq, c.D}, c.dtype, device);
+  Tensor lse = poisoned({B, c.Hq}, DType::f32, device);
+  batch_decode(ws, plan, q, pc.kv, p, out, lse);
+  expect_output(out, ref.out, c.dtype);
+  expect_lse(lse, ref.lse, c.dtype);
+
+  // q as [B, Hq, 1, D]: same answer, output in the query's layout; no lse requested.
+  Tensor out4 = poisoned({B, c.Hq, 1, c.D}, c.dtype, device);
+  batch_decode(ws, plan, q.view({B, c.Hq, 1, c.D}), pc.kv, p, out4);
+  oracle::Dense ref4 = ref.out;
+  ref4.shape = {B, c.Hq, 1, c.D};
+  expect_output(out4, ref4, c.dtype, "out [B,Hq,1,D]");
+
+  // One-shot form.
+  Tensor lse1;
+  const Tensor out1 = batch_decode(q, pc.kv, p, &lse1);
+  expect_output(out1, ref.out, c.dtype, "out (one-shot)");
+  expect_lse(lse1, ref.lse, c.dtype);
+}
+
+TEST(Decode, CpuFixedCases) {
+  FP_SEEDED_RNG(rng);
+  const std::vector<DecodeCase> cases{
+      {{1}, 1, 1, 1, 64},
+      {{16, 17, 1, 0, 113}, 16, 4, 4, 64},                     // MHA, empty row, page edges
+      {{5, 3, 64, 65}, 64, 8, 2, 128, KvLayout::HND},          // GQA 4, HND
+      {{7, 1, 0, 3}, 3, 8, 1, 64},                             // MQA, page size 3
+      {{9, 2}, 1, 6, 3, 40},                                   // page size 1, odd head_dim
+      {{12, 30}, 16, 2, 2, 8, KvLayout::HND},                  // head_dim 8
+      {{0, 0}, 16, 4, 2, 64},                                  // nothing to see
+      {{40, 100, 3}, 16, 8, 2, 64, KvLayout::NHD, DType::f32, 10},         // window
+      {{40, 100, 3}, 16, 8, 2, 64, KvLayout::HND, DType::f32, -1, 4.0f, 1.0f},  // soft cap
+  };
+  for (const auto& c : cases) run_decode(rng, c, Device::cpu());
+}
+
+TEST(Decode, CpuHalfPrecision) {
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::f16, DType::bf16})
+    run_decode(rng, {{33, 1, 70}, 16, 8, 2, 128, KvLayout::NHD, t}, Device::cpu());
+}
+
+// A single long row on a single KV head: the planner splits it into KV chunks whose
+// partial results are merged (DESIGN.md: plan splits long rows so the device is busy).
+TEST(Decode, CpuLongRowSplitIntoChunks) {
+  FP_SEEDED_RNG(rng);
+  run_decode(rng, {{3000}, 16, 4, 1, 64}, Device::cpu(), Workspace::kDefaultBytes);
+  run_decode(rng, {{3001, 5}, 3, 2, 1, 64, KvLayout::HND}, Device::cpu(), Workspace::kDefaultBytes);
+  run_decode(rng, {{2500}, 16, 8, 1, 64, KvLayout::NHD, DType::f32, 700}, Device::cpu());
+}
+
+DecodeCase random_case(Rng& rng, const std::vector<int64_t>& page_sizes,
+                       const std::vector<int64_t>& head_dims, int64_t max_group, DType dtype,
+                       int64_t longest) {
+  DecodeCase c;
+  c.page_size = rng.pick(page_sizes);
+  c.lengths = interesting_lengths(rng, c.page_size, rng.integer(1, 7), longest);
+  c.Hkv = rng.integer(1, 4);
+  c.Hq = c.Hkv * rng.integer(1, max_group);
+  c.D = rng.pick(head_dims);
+  c.layout = rng.coin(0.5) ? KvLayout::NHD : KvLayout::HND;
+  c.dtype = dtype;
+  if (rng.coin(0.25)) c.window_left = int(rng.integer(0, 50));
+  if (rng.coin(0.25)) c.soft_cap = float(rng.uniform(1.0, 30.0));
+  return c;
+}
+
+TEST(Decode, CpuRandomSweep) {
+  FP_SEEDED_RNG(rng);
+  for (int i = 0; i < 25 * test_scale(); ++i)
+    run_decode(rng, random_case(rng, {1, 3, 16, 64}, {8, 40, 64, 128}, 8, DType::f32, 200),
+               Device::cpu());
+}
+
+// One plan serves every layer of a step: same table, different pages.
+TEST(Decode, CpuPlanReusedAcrossLayers) {
+  FP_SEEDED_RNG(rng);
+  const std::vector<int64_t> lengths{20, 1, 47};
+  PagedCase pc = random_paged(rng, lengths, 16, 2, 64, KvLayout::NHD, DType::f32, Device::cpu());
+  Workspace ws(Device::cpu(), size_t(8) << 20);
+  const Plan plan = plan_decode(ws, pc.host_table, pc.kv, 8);
+  for (int layer = 0; layer < 3; ++layer) {
+    SCOPED_TRACE("layer " + std::to_string(layer));
+    pc.kv.k_pages = random_tensor(rng, pc.kv.k_pages.shape(), DType::f32, Device::cpu());
+    pc.kv.v_pages = random_tensor(rng, pc.kv.v_pages.shape(), DType::f32, Device::cpu());
+    const Tensor q = random_tensor(rng, {3, 8, 64}, DType::f32, Device::cpu());
+    const auto ref = oracle::decode(q, pc.kv, {});
+    Tensor out = poisoned({3, 8, 64}, DType::f32, Device::cpu());
+    batch_decode(ws, plan, q, pc.kv, {}, out);
+    expect_output(out, ref.out, DType::f32);
+  }
+}
+
+TEST(Decode, CudaFixedCases) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t d : {64, 128, 256})
+      for (int64_t group : {1, 4, 8, 16}) {
+        run_decode(rng, {{0, 1, 16, 17, 300}, 16, 2 * group, 2, d, KvLayout::NHD, t}, cuda0());
+        run_decode(rng, {{1, 2, 255, 256, 257}, 1, group, 1, d, KvLayout::HND, t}, cuda0());
+      }
+}
+
+TEST(Decode, CudaPageSizes) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (int64_t ps : {1, 3, 16, 64, 128, 256})
+    for (KvLayout layout : {KvLayout::NHD, KvLayout::HND})
+      run_decode(rng, {{0, 1, ps, ps + 1, 700}, ps, 8, 2, 128, layout, DType::bf16}, cuda0());
+}
+
+TEST(Decode, CudaLongRows) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  run_decode(rng, {{20000}, 16, 8, 1, 128, KvLayout::NHD, DType::bf16}, cuda0(),
+             Workspace::kDefaultBytes);
+  run_decode(rng, {{9000, 1, 4097}, 64, 32, 8, 128, KvLayout::HND, DType::f16}, cuda0(),
+             Workspace::kDefaultBytes);
+  run_decode(rng, {{5000, 3}, 16, 16, 2, 64, KvLayout::NHD, DType::bf16, 1000, 30.0f}, cuda0(),
+             Workspace::kDefaultBytes);
+}
+
+TEST(Decode, CudaRandomSweep) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (int i = 0; i < 40 * test_scale(); ++i)
+    run_decode(rng,
+               random_case(rng, {1, 3, 16, 64, 256}, {64, 128, 256}, 16,
+                           rng.coin(0.5) ? DType::bf16 : DType::f16, 2000),
+               cuda0());
+}
+
+}  // namespace
+}  // namespace fpt

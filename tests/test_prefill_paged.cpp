@@ -1,0 +1,194 @@
+// batch_prefill_paged: uniform [B,Hq,S,D] and ragged [N,Hq,D] queries over a paged KV cache,
+// bottom-right causal, masks that replace causal, window, soft cap, LSE; against the oracle.
+#include "test_util.h"
+
+namespace fpt {
+namespace {
+
+enum class MaskKind { none, boolean, additive };
+
+struct PrefillCase {
+  std::vector<int64_t> lengths;  // keys per row
+  std::vector<int64_t> q_lens;   // ragged queries per row; empty = uniform S
+  int64_t S;                     // uniform queries per row
+  int64_t page_size, Hq, Hkv, D;
+  KvLayout layout = KvLayout::NHD;
+  DType dtype = DType::f32;
+  bool causal = true;
+  MaskKind mask = MaskKind::none;
+  int mask_rank = 2;  // [S,L], [B,S,L], [B,1|Hq,S,L] (rank 4: mask_heads)
+  int64_t mask_heads = 1;
+  int window_left = -1;
+  float soft_cap = 0;
+
+  std::string str() const {
+    std::ostringstream os;
+    os << "lengths=" << fpt::str(lengths) << " q_lens=" << fpt::str(q_lens) << " S=" << S
+       << " P=" << page_size << " Hq=" << Hq << " Hkv=" << Hkv << " D=" << D << " "
+       << layout_name(layout) << " " << dtype_name(dtype) << " causal=" << causal
+       << " mask=" << int(mask) << " rank " << mask_rank << " heads " << mask_heads
+       << " window=" << window_left << " cap=" << soft_cap;
+    return os.str();
+  }
+};
+
+Tensor random_mask(Rng& rng, const PrefillCase& c, Device device) {
+  const int64_t B = int64_t(c.lengths.size());
+  const int64_t L = *std::max_element(c.lengths.begin(), c.lengths.end());
+  Shape shape = c.mask_rank == 2   ? Shape{c.S, L}
+                : c.mask_rank == 3 ? Shape{B, c.S, L}
+                                   : Shape{B, c.mask_heads, c.S, L};
+  Tensor h = Tensor::empty(shape, c.mask == MaskKind::boolean ? DType::boolean : DType::f32);
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    if (c.mask == MaskKind::boolean)
+      h.data_as<uint8_t>()[i] = rng.coin(0.7);
+    else
+      h.data_as<float>()[i] = rng.coin(0.2) ? -INFINITY : float(rng.uniform(-3.0, 1.0));
+  }
+  return h.to(device);
+}
+
+void run_prefill(Rng& rng, const PrefillCase& c, Device device) {
+  SCOPED_TRACE(c.str() + " on " + device.str());
+  const int64_t B = int64_t(c.lengths.size());
+  const PagedCase pc = random_paged(rng, c.lengths, c.page_size, c.Hkv, c.D, c.layout, c.dtype, device);
+  const AttentionParams p{0.0f, c.causal, c.window_left, c.soft_cap};
+  const bool ragged = !c.q_lens.empty();
+  Tensor host_qo, qo, q;
+  Shape out_shape, lse_shape;
+  if (ragged) {
+    std::vector<int64_t> indptr{0};
+    for (int64_t n : c.q_lens) indptr.push_back(indptr.back() + n);
+    host_qo = host_ints(indptr);
+    qo = host_qo.to(device);
+    out_shape = {indptr.back(), c.Hq, c.D};
+    lse_shape = {indptr.back(), c.Hq};
+  } else {
+    out_shape = {B, c.Hq, c.S, c.D};
+    lse_shape = {B, c.Hq, c.S};
+  }
+  q = random_tensor(rng, out_shape, c.dtype, device, -2, 2);
+  const Tensor mask = c.mask == MaskKind::none ? Tensor() : random_mask(rng, c, device);
+  const oracle::Result ref = oracle::prefill_paged(q, qo, pc.kv, mask, p);
+
+  Workspace ws(device, size_t(32) << 20);
+  const Plan plan = plan_prefill(ws, host_qo, pc.host_table, pc.kv, ragged ? 0 : c.S, c.Hq);
+  Tensor out = poisoned(out_shape, c.dtype, device);
+  Tensor lse = poisoned(lse_shape, DType::f32, device);
+  batch_prefill_paged(ws, plan, q, qo, pc.kv, mask, p, out, lse);
+  expect_output(out, ref.out, c.dtype);
+  expect_lse(lse, ref.lse, c.dtype);
+
+  Tensor lse1;
+  const Tensor out1 = batch_prefill_paged(q, qo, pc.kv, mask, p, &lse1);
+  expect_output(out1, ref.out, c.dtype, "out (one-shot)");
+  expect_lse(lse1, ref.lse, c.dtype);
+}
+
+TEST(PrefillPaged, CpuUniformCausal) {
+  FP_SEEDED_RNG(rng);
+  const std::vector<PrefillCase> cases{
+      {{5, 5}, {}, 5, 16, 4, 4, 64},                          // S == L: plain causal
+      {{40, 17, 16}, {}, 4, 16, 8, 2, 64},                    // S < L: bottom-right
+      {{3, 9}, {}, 6, 3, 4, 1, 64, KvLayout::HND},            // a row with L < S: early queries see nothing
+      {{0, 113, 1}, {}, 7, 1, 6, 3, 40},                      // empty row, page size 1
+      {{64, 65}, {}, 3, 64, 8, 8, 128, KvLayout::HND, DType::f32, false},  // not causal
+      {{30, 50}, {}, 12, 16, 8, 2, 8},                        // head_dim 8
+  };
+  for (const auto& c : cases) run_prefill(rng, c, Device::cpu());
+}
+
+TEST(PrefillPaged, CpuRaggedQueries) {
+  FP_SEEDED_RNG(rng);
+  const std::vector<PrefillCase> cases{
+      {{10, 33, 0, 16}, {3, 33, 0, 1}, 0, 16, 4, 2, 64},      // chunked prefill, an empty row
+      {{17, 5}, {0, 5}, 0, 3, 8, 1, 64, KvLayout::HND},       // a row with no queries
+      {{100, 20}, {20, 20}, 0, 64, 4, 4, 128, KvLayout::NHD, DType::f32, false},
+  };
+  for (const auto& c : cases) run_prefill(rng, c, Device::cpu());
+}
+
+TEST(PrefillPaged, CpuMasksReplaceCausal) {
+  FP_SEEDED_RNG(rng);
+  for (MaskKind kind : {MaskKind::boolean, MaskKind::additive}) {
+    run_prefill(rng, {{12, 7, 20}, {}, 5, 16, 4, 2, 64, KvLayout::NHD, DType::f32, true, kind, 2}, Device::cpu());
+    run_prefill(rng, {{12, 7, 20}, {}, 5, 3, 4, 2, 64, KvLayout::HND, DType::f32, true, kind, 3}, Device::cpu());
+    run_prefill(rng, {{12, 7, 20}, {}, 5, 16, 4, 2, 64, KvLayout::NHD, DType::f32, true, kind, 4, 1}, Device::cpu());
+    run_prefill(rng, {{12, 7, 20}, {}, 5, 1, 4, 2, 64, KvLayout::HND, DType::f32, false, kind, 4, 4}, Device::cpu());
+  }
+}
+
+TEST(PrefillPaged, CpuWindowAndSoftCap) {
+  FP_SEEDED_RNG(rng);
+  run_prefill(rng, {{50, 9}, {}, 8, 16, 4, 2, 64, KvLayout::NHD, DType::f32, true, MaskKind::none, 2, 1, 5}, Device::cpu());
+  run_prefill(rng, {{50, 9}, {}, 8, 16, 4, 2, 64, KvLayout::NHD, DType::f32, false, MaskKind::none, 2, 1, 5}, Device::cpu());
+  run_prefill(rng, {{50, 9}, {}, 8, 16, 4, 2, 64, KvLayout::HND, DType::f32, true, MaskKind::none, 2, 1, -1, 2.5f}, Device::cpu());
+}
+
+TEST(PrefillPaged, CpuHalfPrecision) {
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::f16, DType::bf16})
+    run_prefill(rng, {{33, 70}, {}, 9, 16, 8, 2, 128, KvLayout::NHD, t}, Device::cpu());
+}
+
+PrefillCase random_case(Rng& rng, const std::vector<int64_t>& page_sizes,
+                        const std::vector<int64_t>& head_dims, int64_t max_group, DType dtype,
+                        int64_t longest, int64_t max_q) {
+  PrefillCase c;
+  c.page_size = rng.pick(page_sizes);
+  const int64_t B = rng.integer(1, 5);
+  c.lengths = interesting_lengths(rng, c.page_size, B, longest);
+  if (*std::max_element(c.lengths.begin(), c.lengths.end()) == 0) c.lengths[0] = 1;
+  c.Hkv = rng.integer(1, 3);
+  c.Hq = c.Hkv * rng.integer(1, max_group);
+  c.D = rng.pick(head_dims);
+  c.layout = rng.coin(0.5) ? KvLayout::NHD : KvLayout::HND;
+  c.dtype = dtype;
+  c.causal = rng.coin(0.7);
+  if (rng.coin(0.4)) {
+    for (int64_t len : c.lengths) c.q_lens.push_back(rng.integer(0, std::min(len, max_q)));
+  } else {
+    c.S = rng.integer(1, max_q);
+    if (rng.coin(0.3)) {
+      c.mask = rng.coin(0.5) ? MaskKind::boolean : MaskKind::additive;
+      c.mask_rank = int(rng.integer(2, 4));
+      c.mask_heads = rng.coin(0.5) ? 1 : c.Hq;
+    }
+  }
+  if (rng.coin(0.25)) c.window_left = int(rng.integer(0, 40));
+  if (rng.coin(0.25)) c.soft_cap = float(rng.uniform(1.0, 30.0));
+  return c;
+}
+
+TEST(PrefillPaged, CpuRandomSweep) {
+  FP_SEEDED_RNG(rng);
+  for (int i = 0; i < 20 * test_scale(); ++i)
+    run_prefill(rng, random_case(rng, {1, 3, 16, 64}, {8, 40, 64, 128}, 8, DType::f32, 150, 24),
+                Device::cpu());
+}
+
+TEST(PrefillPaged, CudaFixedCases) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t d : {64, 128, 256}) {
+      run_prefill(rng, {{0, 1, 16, 17, 300}, {}, 17, 16, 8, 2, d, KvLayout::NHD, t}, cuda0());
+      run_prefill(rng, {{1, 255, 256, 257}, {1, 100, 0, 257}, 0, 1, 16, 1, d, KvLayout::HND, t}, cuda0());
+      run_prefill(rng, {{70, 200}, {}, 65, 256, 4, 4, d, KvLayout::NHD, t, true, MaskKind::boolean, 4, 4}, cuda0());
+      run_prefill(rng, {{70, 200}, {}, 33, 64, 4, 2, d, KvLayout::HND, t, true, MaskKind::additive, 3}, cuda0());
+      run_prefill(rng, {{500, 90}, {}, 40, 16, 8, 1, d, KvLayout::NHD, t, true, MaskKind::none, 2, 1, 64, 20.0f}, cuda0());
+    }
+}
+
+TEST(PrefillPaged, CudaRandomSweep) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (int i = 0; i < 30 * test_scale(); ++i)
+    run_prefill(rng,
+                random_case(rng, {1, 3, 16, 64, 256}, {64, 128, 256}, 16,
+                            rng.coin(0.5) ? DType::bf16 : DType::f16, 600, 150),
+                cuda0());
+}
+
+}  // namespace
+}  // namespace fpt

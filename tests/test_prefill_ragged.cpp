@@ -1,0 +1,134 @@
+// batch_prefill_ragged: variable-length segments without a cache (MHA/GQA, causal or not,
+// separate kv_indptr with bottom-right alignment), against the oracle.
+#include "test_util.h"
+
+namespace fpt {
+namespace {
+
+struct RaggedCase {
+  std::vector<int64_t> q_lens;
+  std::vector<int64_t> kv_lens;  // empty: self-attention (kv_indptr undefined)
+  int64_t Hq, Hkv, D;
+  DType dtype = DType::f32;
+  bool causal = true;
+  int window_left = -1;
+  float soft_cap = 0;
+
+  std::string str() const {
+    std::ostringstream os;
+    os << "q_lens=" << fpt::str(q_lens) << " kv_lens=" << fpt::str(kv_lens) << " Hq=" << Hq
+       << " Hkv=" << Hkv << " D=" << D << " " << dtype_name(dtype) << " causal=" << causal
+       << " window=" << window_left << " cap=" << soft_cap;
+    return os.str();
+  }
+};
+
+std::vector<int64_t> indptr_of(const std::vector<int64_t>& lens) {
+  std::vector<int64_t> v{0};
+  for (int64_t n : lens) v.push_back(v.back() + n);
+  return v;
+}
+
+void run_ragged(Rng& rng, const RaggedCase& c, Device device) {
+  SCOPED_TRACE(c.str() + " on " + device.str());
+  const auto qo = indptr_of(c.q_lens);
+  const auto kvp = indptr_of(c.kv_lens.empty() ? c.q_lens : c.kv_lens);
+  const Tensor qo_t = host_ints(qo).to(device);
+  const Tensor kv_t = c.kv_lens.empty() ? Tensor() : host_ints(kvp).to(device);
+  const Tensor q = random_tensor(rng, {qo.back(), c.Hq, c.D}, c.dtype, device, -2, 2);
+  const Tensor k = random_tensor(rng, {kvp.back(), c.Hkv, c.D}, c.dtype, device, -2, 2);
+  const Tensor v = random_tensor(rng, {kvp.back(), c.Hkv, c.D}, c.dtype, device);
+  const AttentionParams p{0.0f, c.causal, c.window_left, c.soft_cap};
+  const oracle::Result ref = oracle::prefill_ragged(q, k, v, qo_t, kv_t, p);
+
+  Tensor out = poisoned({qo.back(), c.Hq, c.D}, c.dtype, device);
+  Tensor lse = poisoned({qo.back(), c.Hq}, DType::f32, device);
+  batch_prefill_ragged(q, k, v, qo_t, kv_t, p, out, lse);
+  expect_output(out, ref.out, c.dtype);
+  expect_lse(lse, ref.lse, c.dtype);
+
+  Tensor lse1;
+  const Tensor out1 = batch_prefill_ragged(q, k, v, qo_t, kv_t, p, &lse1);
+  expect_output(out1, ref.out, c.dtype, "out (allocating form)");
+  expect_lse(lse1, ref.lse, c.dtype);
+}
+
+TEST(PrefillRagged, CpuSelfAttention) {
+  FP_SEEDED_RNG(rng);
+  const std::vector<RaggedCase> cases{
+      {{1}, {}, 1, 1, 64},
+      {{5, 17, 1, 33}, {}, 4, 4, 64},                        // MHA causal
+      {{5, 17, 1, 33}, {}, 4, 4, 64, DType::f32, false},     // MHA not causal
+      {{9, 0, 113}, {}, 8, 2, 128},                          // GQA, empty segment
+      {{9, 0, 113}, {}, 8, 1, 40, DType::f32, false},        // MQA, odd head_dim
+      {{16, 3}, {}, 6, 3, 8},                                // head_dim 8
+      {{30, 12}, {}, 4, 2, 64, DType::f32, true, 4},         // window
+      {{30, 12}, {}, 4, 2, 64, DType::f32, false, -1, 3.0f}, // soft cap
+  };
+  for (const auto& c : cases) run_ragged(rng, c, Device::cpu());
+}
+
+TEST(PrefillRagged, CpuSeparateKvIndptr) {
+  FP_SEEDED_RNG(rng);
+  const std::vector<RaggedCase> cases{
+      {{3, 5, 1}, {10, 5, 40}, 4, 2, 64},                    // S < L: bottom-right
+      {{3, 5, 0}, {0, 2, 7}, 4, 2, 64},                      // L < S and L == 0: rows that see nothing
+      {{4, 6}, {20, 6}, 8, 4, 128, DType::f32, false},
+      {{7, 7}, {50, 9}, 4, 1, 64, DType::f32, true, 10},
+  };
+  for (const auto& c : cases) run_ragged(rng, c, Device::cpu());
+}
+
+TEST(PrefillRagged, CpuHalfPrecision) {
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::f16, DType::bf16}) run_ragged(rng, {{20, 41}, {}, 8, 2, 128, t}, Device::cpu());
+}
+
+RaggedCase random_case(Rng& rng, const std::vector<int64_t>& head_dims, int64_t max_group,
+                       DType dtype, int64_t longest) {
+  RaggedCase c;
+  const int64_t B = rng.integer(1, 6);
+  const bool cross = rng.coin(0.3);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t n = rng.coin(0.15) ? 0 : rng.integer(1, longest);
+    c.q_lens.push_back(n);
+    if (cross) c.kv_lens.push_back(n + rng.integer(0, longest));
+  }
+  c.Hkv = rng.integer(1, 3);
+  c.Hq = c.Hkv * rng.integer(1, max_group);
+  c.D = rng.pick(head_dims);
+  c.dtype = dtype;
+  c.causal = rng.coin(0.6);
+  if (rng.coin(0.25)) c.window_left = int(rng.integer(0, 30));
+  if (rng.coin(0.25)) c.soft_cap = float(rng.uniform(1.0, 30.0));
+  return c;
+}
+
+TEST(PrefillRagged, CpuRandomSweep) {
+  FP_SEEDED_RNG(rng);
+  for (int i = 0; i < 20 * test_scale(); ++i)
+    run_ragged(rng, random_case(rng, {8, 40, 64, 128}, 8, DType::f32, 60), Device::cpu());
+}
+
+TEST(PrefillRagged, CudaFixedCases) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t d : {64, 128, 256})
+      for (int64_t group : {1, 2, 8, 16}) {
+        run_ragged(rng, {{1, 0, 65, 300}, {}, 2 * group, 2, d, t}, cuda0());
+        run_ragged(rng, {{17, 64, 1}, {200, 64, 129}, group, 1, d, t, group % 2 == 0}, cuda0());
+      }
+}
+
+TEST(PrefillRagged, CudaRandomSweep) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (int i = 0; i < 30 * test_scale(); ++i)
+    run_ragged(rng,
+               random_case(rng, {64, 128, 256}, 16, rng.coin(0.5) ? DType::bf16 : DType::f16, 400),
+               cuda0());
+}
+
+}  // namespace
+}  // namespace fpt
