@@ -11,6 +11,7 @@
 //   MaskRow mask(b, head, i);
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "cpu/attend.h"
 #include "cpu/task_scratch.h"
