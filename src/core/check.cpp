@@ -64,4 +64,33 @@ void gqa(int64_t num_qo_heads, int64_t num_kv_heads) {
           " Hkv=", num_kv_heads);
 }
 
+void attention_dtype(const Tensor& t, std::string_view name) {
+  dtype_in(t, name, {DType::f32, DType::f16, DType::bf16});
+}
+
+void index_vector(const Tensor& t, std::string_view name, int64_t size, std::string_view what,
+                  Device device) {
+  require(t.defined(), name, ": expected an int32 tensor [", size, "] (", what,
+          "), got an undefined tensor");
+  require(t.dim() == 1, name, ": expected 1 dim [", size, "] (", what, "), got ", t.shape_str());
+  require(t.dtype() == DType::i32, name, ": expected dtype i32, got ", dtype_name(t.dtype()));
+  require(t.size(0) == size, name, ": expected ", size, " entries (", what, "), got ",
+          t.shape_str());
+  same_device(t, name, device, "the other tensors");
+}
+
+void indptr_values(const Tensor& t, std::string_view name, int64_t total,
+                   std::string_view total_what) {
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  const int32_t* p = t.data_as<int32_t>();
+  const int64_t s = t.stride(0);
+  require(p[0] == 0, name, ": expected ", name, "[0] == 0, got ", p[0]);
+  for (int64_t i = 1; i < n; ++i)
+    require(p[i * s] >= p[(i - 1) * s], name, ": expected non-decreasing values, got ", name,
+            "[", i - 1, "]=", p[(i - 1) * s], " > ", name, "[", i, "]=", p[i * s]);
+  require(p[(n - 1) * s] <= total, name, ": expected the last entry <= ", total, " (",
+          total_what, "), got ", name, "[", n - 1, "]=", p[(n - 1) * s]);
+}
+
 }  // namespace flashpage::check

@@ -36,5 +36,13 @@ void inner_contiguous(const Tensor& t, std::string_view name);  // last dim stri
 void contiguous(const Tensor& t, std::string_view name);
 void head_dim(int64_t d, std::string_view name);  // multiple of 8, 8..256
 void gqa(int64_t num_qo_heads, int64_t num_kv_heads);
+// q/k/v/out element types: f32 | f16 | bf16.
+void attention_dtype(const Tensor& t, std::string_view name);
+// int32, 1-D, `size` entries (what: where the size comes from), on `device`.
+void index_vector(const Tensor& t, std::string_view name, int64_t size, std::string_view what,
+                  Device device);
+// Values of a host int32 indptr: [0] == 0, non-decreasing, last <= total (total_what names it).
+void indptr_values(const Tensor& t, std::string_view name, int64_t total,
+                   std::string_view total_what);
 
 }  // namespace flashpage::check

@@ -15,7 +15,7 @@ struct PagedProblem {
   PagedView<T> view;
   const int32_t* qo_indptr;  // nullptr: uniform
   int64_t q_len_uniform;
-  const T* q;
+  const T* qp;
   T* o;
   float* l;
   int64_t qs[3], os[3], ls[3];  // strides of (row, head, token); ragged: row stride unused
@@ -33,7 +33,7 @@ struct PagedProblem {
   int64_t at(const int64_t* s, int64_t b, int64_t i, int64_t head) const {
     return b * s[0] + head * s[1] + (q_start(b) + i) * s[2];
   }
-  const T* q_at(int64_t b, int64_t i, int64_t head) const { return q + at(qs, b, i, head); }
+  const T* q(int64_t b, int64_t i, int64_t head) const { return qp + at(qs, b, i, head); }
   T* out(int64_t b, int64_t i, int64_t head) const { return o + at(os, b, i, head); }
   float* lse(int64_t b, int64_t i, int64_t head) const {
     return l ? l + at(ls, b, i, head) : nullptr;
@@ -41,22 +41,15 @@ struct PagedProblem {
   MaskRow mask(int64_t b, int64_t head, int64_t i) const { return mask_view.row(b, head, i); }
 };
 
-// The driver calls q(...); the member is named q_at to keep the pointer member `q`.
-template <class T>
-struct PagedProblemAdapter : PagedProblem<T> {
-  const T* q(int64_t b, int64_t i, int64_t head) const { return this->q_at(b, i, head); }
-};
-
 template <class T>
 void prefill_paged_typed(const Workspace::Impl& ws, const Plan& plan, const Tensor& q,
                          const Tensor& qo_indptr, const PagedKv& kv, const Tensor& mask,
                          const AttentionParams& params, Tensor& out, const Tensor& lse) {
   const bool ragged = qo_indptr.defined();
-  PagedProblemAdapter<T> pb{{PagedView<T>(kv), ragged ? qo_indptr.data_as<int32_t>() : nullptr,
-                             ragged ? 0 : q.size(2), static_cast<const T*>(q.data()),
-                             static_cast<T*>(out.data()),
-                             lse.defined() ? lse.data_as<float>() : nullptr,
-                             {}, {}, {}, MaskView::paged(mask)}};
+  PagedProblem<T> pb{PagedView<T>(kv), ragged ? qo_indptr.data_as<int32_t>() : nullptr,
+                     ragged ? 0 : q.size(2), static_cast<const T*>(q.data()),
+                     static_cast<T*>(out.data()), lse.defined() ? lse.data_as<float>() : nullptr,
+                     {}, {}, {}, MaskView::paged(mask)};
   // (row, head, token) strides; ragged tensors are [N, H, ...] with the token first.
   auto strides = [&](const Tensor& t, int64_t* s) {
     if (ragged) {
@@ -68,7 +61,7 @@ void prefill_paged_typed(const Workspace::Impl& ws, const Plan& plan, const Tens
   strides(q, pb.qs);
   strides(out, pb.os);
   if (lse.defined()) strides(lse, pb.ls);
-  const int64_t hkv = kv.num_kv_heads(), group = q.size(ragged ? 1 : 1) / hkv;
+  const int64_t hkv = kv.num_kv_heads(), group = q.size(1) / hkv;
   run_prefill<T>(pb, ws.host_work(), ws.host_ints[0], hkv, group, kv.head_dim(), params,
                  params.causal && !mask.defined());
   (void)plan;

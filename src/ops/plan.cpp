@@ -177,6 +177,8 @@ Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& 
     return lengths[size_t(a.row)] > lengths[size_t(b.row)];
   });
   std::vector<int32_t> merge_indptr(size_t(batch) + 1, 0);
+  ws.impl().max_kv_len =
+      lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   plan.num_partials = 0;
   plan.grid = int64_t(items.size());
   return publish(ws.impl(), plan, items, merge_indptr);

@@ -50,6 +50,7 @@ struct Workspace::Impl {
   // Written by the last plan.
   int64_t merge_indptr_offset = 0;  // in ints
   int64_t partial_lse_offset = 0;   // in floats
+  int64_t max_kv_len = 0;           // longest row of the planned table (prefill mask width)
 
   const WorkItem* host_work() const {
     return reinterpret_cast<const WorkItem*>(host_ints.data() + kHeaderInts);

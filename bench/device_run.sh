@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# One call on the lent H200: (build if no carried build) -> tests with their CUDA cases ->
+# compute-sanitizer on a subset -> benchmarks. Logs under $OUT; a short table last.
+# Usage (from the repo root, on the device machine):
+#   STAGES="test sanitize decode prefill" bench/device_run.sh
+# Carry build/device (configured here with the "device" preset) and .devlib (libstdc++/libgomp
+# of the build machine) to skip the build there.
+set -uo pipefail
+OUT="${OUT:-/tmp/flashpage-out}"
+mkdir -p "$OUT"
+STAGES="${STAGES:-test sanitize decode}"
+BUILD="${BUILD:-build/device}"
+export PATH="/usr/local/cuda/bin:$PATH"
+[ -d .devlib ] && export LD_LIBRARY_PATH="$PWD/.devlib:${LD_LIBRARY_PATH:-}"
+summary="$OUT/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu \
+  --format=csv >"$OUT/gpu.csv" 2>&1
+note "gpu: $(tail -1 "$OUT/gpu.csv")"
+note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+
+if [ ! -x "$BUILD/tools/flashpage" ]; then
+  note "building $BUILD there (no carried build)"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHPAGE_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90a >"$OUT/build.log" 2>&1 &&
+    cmake --build "$BUILD" -j16 >>"$OUT/build.log" 2>&1 || { note "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1; }
+fi
+
+for stage in $STAGES; do
+  case "$stage" in
+    test)
+      # Every test binary, CUDA cases included (they skip only without a GPU).
+      fails=0
+      for t in "$BUILD"/tests/test_*; do
+        [ -x "$t" ] || continue
+        name=$(basename "$t")
+        timeout 300 "$t" --gtest_brief=1 >"$OUT/$name.log" 2>&1 || fails=$((fails + 1))
+        note "test $name: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ' | head -c 200) skipped=$(grep -c '\[  SKIPPED' "$OUT/$name.log")"
+      done
+      grep -h -A3 '\[  FAILED  \]' "$OUT"/test_*.log | head -40 >"$OUT/failures.txt"
+      note "test binaries failing: $fails"
+      ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        for t in test_decode test_cuda_graph test_append_gather; do
+          [ -x "$BUILD/tests/$t" ] || continue
+          timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/$t" \
+            --gtest_filter='*Cuda*:*CUDA*:*Graph*' --gtest_brief=1 >"$OUT/san-$tool-$t.log" 2>&1
+          note "compute-sanitizer $tool $t: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/san-$tool-$t.log" | tail -1)"
+        done
+      done
+      ;;
+    decode)
+      timeout 400 "$BUILD/bench/decode_bench" >"$OUT/decode_bench.jsonl" 2>"$OUT/decode_bench.err"
+      note "decode_bench rc=$? lines=$(wc -l <"$OUT/decode_bench.jsonl")"
+      timeout 400 python3 bench/decode_compare.py --flashpage "$OUT/decode_bench.jsonl" \
+        --out "$OUT" >"$OUT/decode_compare.log" 2>&1
+      note "decode_compare rc=$?"
+      ;;
+    prefill)
+      [ -x "$BUILD/bench/prefill_bench" ] && timeout 400 "$BUILD/bench/prefill_bench" \
+        >"$OUT/prefill_bench.jsonl" 2>"$OUT/prefill_bench.err"
+      note "prefill_bench rc=$?"
+      ;;
+    demo)
+      timeout 120 "$BUILD/tools/flashpage" demo >"$OUT/demo.log" 2>&1
+      note "demo rc=$? $(tail -1 "$OUT/demo.log")"
+      ;;
+  esac
+done
+echo "==== summary"
+cat "$summary"
+[ -f "$OUT/decode_table.txt" ] && cat "$OUT/decode_table.txt"
+exit 0

@@ -1,0 +1,74 @@
+#pragma once
+// The framework-free parameter block of the paged decode kernels and the tile configuration
+// that both the host launcher and the kernel compile against.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "cuda/page_table_view.cuh"
+
+namespace flashpage::cuda {
+
+struct DecodeArgs {
+  const void* q = nullptr;  // [B, Hq, D], last dim contiguous
+  int64_t q_stride_batch = 0, q_stride_head = 0;
+  const void* k_pages = nullptr;
+  const void* v_pages = nullptr;
+  PageTableView pages;
+  void* out = nullptr;  // [B, Hq, D] in q's dtype, last dim contiguous
+  int64_t out_stride_batch = 0, out_stride_head = 0;
+  float* lse = nullptr;  // [B, Hq] or null
+  int64_t lse_stride_batch = 0, lse_stride_head = 0;
+  // The workspace: the work list is read on the device so that a captured graph replays a
+  // re-plan; partial LSEs follow the num_partials (read on the device) partial outputs.
+  const int32_t* work_ints = nullptr;
+  float* partial_out = nullptr;
+  int32_t num_qo_heads = 0, num_kv_heads = 0, group_size = 0;
+  float scale = 1.0f;           // resolved softmax scale
+  float logits_soft_cap = 0.0f; // > 0: cap * tanh(s / cap)
+  int32_t window_left = -1;
+};
+
+// Query heads one decode block serves: the M of the m16n8k16 MMA. A KV head's group is padded
+// up to it (compute is free in a memory-bound kernel); groups above 16 use several blocks.
+constexpr int kDecodeHeadsPerBlock = 16;
+
+// Tile shape of the tensor-core decode kernel for head dim D (16-bit elements).
+template <int kHeadDim>
+struct DecodeTile {
+  static constexpr int kWarps = 2;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kTokensPerWarp = 16;  // one MMA K step of P.V
+  static constexpr int kTileTokens = kWarps * kTokensPerWarp;
+  // Pipeline depth: ~48-64 KB of K/V in flight per block, 2-3 blocks per SM.
+  static constexpr int kStages = kHeadDim == 64 ? 6 : kHeadDim == 128 ? 4 : 3;
+  static constexpr int kElemBytes = 2;
+  static constexpr int kVecBytes = 16;  // one cp.async
+  static constexpr int kChunksPerRow = kHeadDim * kElemBytes / kVecBytes;
+  // +16 B per row shifts consecutive rows by 4 banks, so ldmatrix's 8 rows hit 32 banks.
+  static constexpr int kRowBytes = kHeadDim * kElemBytes + kVecBytes;
+  static constexpr int kTokensPerPass = kThreads / kChunksPerRow;
+  static constexpr int kPasses = kTileTokens / kTokensPerPass;  // 16-byte loads per thread per tile
+  static constexpr int kQBytes = kDecodeHeadsPerBlock * kRowBytes;
+  static constexpr int kStageBytes = 2 * kTileTokens * kRowBytes;  // K then V
+  // The epilogue reuses the stage memory for the per-warp (o, m, d) of 16 rows.
+  static constexpr int kEpilogueBytes =
+      kWarps * kDecodeHeadsPerBlock * (kHeadDim + 2) * int(sizeof(float));
+  static constexpr int kSmemBytes = kQBytes + kStages * kStageBytes;
+
+  static_assert(kHeadDim % 16 == 0, "head dim: a multiple of the MMA K (16)");
+  static_assert(kThreads % kChunksPerRow == 0 && kTileTokens % kTokensPerPass == 0);
+  static_assert(kEpilogueBytes <= kStages * kStageBytes);
+};
+
+// Instantiated for T in {__nv_bfloat16, __half}, D in {64, 128, 256} (decode_bf16.cu,
+// decode_f16.cu). grid: (work blocks, Hkv, ceil(group / 16)).
+template <class T, int kHeadDim>
+void launch_paged_decode(const DecodeArgs& args, dim3 grid, cudaStream_t stream);
+
+// Combines the partial outputs of split rows (merge_indptr in the workspace) into out / lse.
+template <class T>
+void launch_decode_merge(const DecodeArgs& args, int batch_size, int head_dim,
+                         cudaStream_t stream);
+
+}  // namespace flashpage::cuda
