@@ -2,6 +2,8 @@
 // default stream, copies, memset, device queries.
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "core/device_memory.h"
 #include "cuda/cuda_check.h"
 #include "flashpage/error.h"
@@ -54,9 +56,9 @@ void cuda_free(void* ptr, int device_index) {
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
                 void* stream) {
   if (bytes == 0) return;
-  const int index = dst_device.is_cuda() ? dst_device.index
-                    : src_device.is_cuda() ? src_device.index
-                                           : -1;
+  int index = dst_device.is_cuda() ? dst_device.index
+              : src_device.is_cuda() ? src_device.index
+                                     : -1;
   if (index < 0 && stream == nullptr) {  // host to host
     FP_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToHost));
     return;
@@ -97,6 +99,13 @@ int cuda_sm_count(int device_index) {
   int count = 0;
   FP_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device_index));
   return count;
+}
+
+std::string cuda_device_name(int device_index) {
+  cudaDeviceProp prop{};
+  FP_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
+  return "cuda:" + std::to_string(device_index) + " " + prop.name + " (" +
+         std::to_string(prop.multiProcessorCount) + " SMs)";
 }
 
 void cuda_synchronize(int device_index) {

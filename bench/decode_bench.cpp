@@ -1,0 +1,249 @@
+// Paged batch decode throughput on the GPU: one JSON object per line on stdout.
+//   decode_bench [--heads 32/8/128,64/8/128] [--shapes 1x32768,64xrand] [--pages 16,1]
+//                [--reps N] [--min-ms T]
+// Each case builds a random bf16 paged KV cache with shuffled page ids, plans once, warms up,
+// then times batch_decode alone with CUDA events; the median is reported. Caches smaller than
+// kRotateBytes are replicated into several pools used in turn, so L2 (60 MB) cannot serve them.
+// TB/s counts K+V bytes read plus q and out bytes, decimal.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "flashpage/flashpage.h"
+
+namespace {
+
+using namespace flashpage;
+
+constexpr double kRotateBytes = 200e6;   // below this the cache is replicated (L2 is 60 MB)
+constexpr int kMaxPools = 8;
+constexpr int kWarmup = 5;
+constexpr uint64_t kLengthSeed = 1234;   // the random-length case is the same in every run
+constexpr int64_t kRandomMaxLen = 8192;
+constexpr size_t kPatternBytes = size_t(16) << 20;  // random bytes replicated over the pools
+
+#define BENCH_CUDA(call)                                                                \
+  do {                                                                                  \
+    const cudaError_t e_ = (call);                                                      \
+    if (e_ != cudaSuccess) throw Error(std::string(#call) + ": " + cudaGetErrorString(e_)); \
+  } while (0)
+
+struct Heads {
+  int64_t hq, hkv, d;
+};
+struct Shape2 {
+  int64_t batch;
+  int64_t len;  // 0: lengths uniform in 1..kRandomMaxLen
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string part; std::getline(ss, part, sep);)
+    if (!part.empty()) out.push_back(part);
+  return out;
+}
+
+// Fills device memory with a repeated random bf16 pattern in [-1, 1): fast for GBs.
+void fill_random(void* dst, size_t bytes, const std::vector<uint16_t>& pattern) {
+  const size_t chunk = pattern.size() * sizeof(uint16_t);
+  size_t done = std::min(bytes, chunk);
+  BENCH_CUDA(cudaMemcpy(dst, pattern.data(), done, cudaMemcpyHostToDevice));
+  while (done < bytes) {  // doubling device-to-device copies
+    const size_t n = std::min(done, bytes - done);
+    BENCH_CUDA(cudaMemcpy(static_cast<char*>(dst) + done, dst, n, cudaMemcpyDeviceToDevice));
+    done += n;
+  }
+}
+
+std::string json_lengths(const std::vector<int64_t>& lengths) {
+  std::string s = "[";
+  for (size_t i = 0; i < lengths.size(); ++i) s += (i ? "," : "") + std::to_string(lengths[i]);
+  return s + "]";
+}
+
+void run_case(const Heads& h, const Shape2& shape, int64_t page_size, int reps_wanted,
+              double min_ms, const std::vector<uint16_t>& pattern) {
+  const Device gpu = Device::cuda(0);
+  std::vector<int64_t> lengths(static_cast<size_t>(shape.batch), shape.len);
+  if (shape.len == 0) {
+    std::mt19937_64 rng(kLengthSeed);
+    std::uniform_int_distribution<int64_t> dist(1, kRandomMaxLen);
+    for (auto& len : lengths) len = dist(rng);
+  }
+  const int64_t tokens = std::accumulate(lengths.begin(), lengths.end(), int64_t(0));
+  int64_t num_pages = 0;
+  for (int64_t len : lengths) num_pages += (len + page_size - 1) / page_size;
+
+  // CSR table over shuffled page ids.
+  std::vector<int32_t> ids(static_cast<size_t>(num_pages));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937_64(kLengthSeed + uint64_t(page_size)));
+  PageTable host;
+  host.indptr = Tensor::empty({shape.batch + 1}, DType::i32);
+  host.indices = Tensor::from_blob(ids.data(), {num_pages}, DType::i32).clone();
+  host.last_page_len = Tensor::empty({shape.batch}, DType::i32);
+  int32_t* indptr = host.indptr.data_as<int32_t>();
+  indptr[0] = 0;
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    const int64_t pages = (lengths[size_t(b)] + page_size - 1) / page_size;
+    indptr[b + 1] = indptr[b] + int32_t(pages);
+    host.last_page_len.data_as<int32_t>()[b] = int32_t(lengths[size_t(b)] - (pages - 1) * page_size);
+  }
+  const PageTable device_table = host.to(gpu);
+
+  const Shape page_shape = {num_pages, page_size, h.hkv, h.d};
+  const double kv_bytes = double(tokens) * double(h.hkv * h.d) * 2.0 * 2.0;  // K + V, bf16
+  const int pools = kv_bytes >= kRotateBytes
+                        ? 1
+                        : std::min(kMaxPools, int((kRotateBytes + kv_bytes - 1) / kv_bytes));
+  std::vector<PagedKv> kvs(static_cast<size_t>(pools));
+  for (auto& kv : kvs) {
+    kv.k_pages = Tensor::empty(page_shape, DType::bf16, gpu);
+    kv.v_pages = Tensor::empty(page_shape, DType::bf16, gpu);
+    kv.layout = KvLayout::NHD;
+    kv.table = device_table;
+    fill_random(kv.k_pages.data(), kv.k_pages.nbytes(), pattern);
+    fill_random(kv.v_pages.data(), kv.v_pages.nbytes(), pattern);
+  }
+  Tensor q = Tensor::empty({shape.batch, h.hq, h.d}, DType::bf16, gpu);
+  fill_random(q.data(), q.nbytes(), pattern);
+  Tensor out = Tensor::empty({shape.batch, h.hq, h.d}, DType::bf16, gpu);
+
+  Workspace ws(gpu);
+  const Plan plan = plan_decode(ws, host, kvs[0], h.hq);
+  const AttentionParams params{};
+  cudaStream_t stream = nullptr;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  BENCH_CUDA(cudaDeviceSynchronize());
+
+  for (int i = 0; i < kWarmup; ++i)
+    batch_decode(ws, plan, q, kvs[size_t(i % pools)], params, out, {}, stream);
+  // One timed call decides how many repetitions fill min_ms.
+  cudaEvent_t e0, e1;
+  BENCH_CUDA(cudaEventCreate(&e0));
+  BENCH_CUDA(cudaEventCreate(&e1));
+  BENCH_CUDA(cudaEventRecord(e0, stream));
+  batch_decode(ws, plan, q, kvs[0], params, out, {}, stream);
+  BENCH_CUDA(cudaEventRecord(e1, stream));
+  BENCH_CUDA(cudaEventSynchronize(e1));
+  float probe_ms = 0.0f;
+  BENCH_CUDA(cudaEventElapsedTime(&probe_ms, e0, e1));
+  int reps = reps_wanted > 0 ? reps_wanted
+                             : std::clamp(int(min_ms / std::max(probe_ms, 1e-3f)), 20, 2000);
+
+  std::vector<cudaEvent_t> marks(static_cast<size_t>(reps) + 1);
+  for (auto& m : marks) BENCH_CUDA(cudaEventCreate(&m));
+  BENCH_CUDA(cudaEventRecord(marks[0], stream));
+  for (int r = 0; r < reps; ++r) {
+    batch_decode(ws, plan, q, kvs[size_t(r % pools)], params, out, {}, stream);
+    BENCH_CUDA(cudaEventRecord(marks[size_t(r) + 1], stream));
+  }
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  std::vector<double> us(static_cast<size_t>(reps));
+  for (int r = 0; r < reps; ++r) {
+    float ms = 0.0f;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, marks[size_t(r)], marks[size_t(r) + 1]));
+    us[size_t(r)] = double(ms) * 1e3;
+  }
+  std::sort(us.begin(), us.end());
+  const double median = us[us.size() / 2];
+  const double bytes = kv_bytes + 2.0 * double(shape.batch * h.hq * h.d) * 2.0;
+  std::printf(
+      "{\"system\":\"flashpage\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,"
+      "\"seq_len\":%s,\"page_size\":%lld,\"kv_tokens\":%lld,\"bytes\":%.0f,\"us\":%.3f,"
+      "\"us_min\":%.3f,\"tb_s\":%.4f,\"reps\":%d,\"pools\":%d,\"num_work\":%lld,"
+      "\"num_partials\":%lld,\"grid\":%lld,\"lengths\":%s}\n",
+      (long long)h.hq, (long long)h.hkv, (long long)h.d, (long long)shape.batch,
+      shape.len == 0 ? "\"rand1-8192\"" : std::to_string(shape.len).c_str(),
+      (long long)page_size, (long long)tokens, bytes, median, us.front(), bytes / (median * 1e-6) / 1e12,
+      reps, pools, (long long)plan.num_work, (long long)plan.num_partials, (long long)plan.grid,
+      shape.len == 0 ? json_lengths(lengths).c_str() : "null");
+  std::fflush(stdout);
+  for (auto& m : marks) BENCH_CUDA(cudaEventDestroy(m));
+  BENCH_CUDA(cudaEventDestroy(e0));
+  BENCH_CUDA(cudaEventDestroy(e1));
+  BENCH_CUDA(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string heads_arg = "32/8/128,64/8/128,32/32/128,16/2/256";
+  std::string shapes_arg = "1x32768,16x8192,64x4096,128x2048,256x1024,64x512,64xrand";
+  std::string pages_arg = "16,1";
+  int reps = 0;
+  double min_ms = 200.0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s: expected a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--heads") heads_arg = value();
+    else if (a == "--shapes") shapes_arg = value();
+    else if (a == "--pages") pages_arg = value();
+    else if (a == "--reps") reps = std::atoi(value().c_str());
+    else if (a == "--min-ms") min_ms = std::atof(value().c_str());
+    else {
+      std::fprintf(stderr,
+                   "usage: decode_bench [--heads Hq/Hkv/D,...] [--shapes BxL|Bxrand,...] "
+                   "[--pages 16,1] [--reps N] [--min-ms T]\n");
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  if (!flashpage::cuda_available()) {
+    std::fprintf(stderr, "decode_bench: no CUDA device\n");
+    return 1;
+  }
+  std::vector<Heads> heads;
+  for (const auto& s : split(heads_arg, ',')) {
+    const auto p = split(s, '/');
+    if (p.size() != 3) { std::fprintf(stderr, "--heads: expected Hq/Hkv/D, got %s\n", s.c_str()); return 2; }
+    heads.push_back({std::atoll(p[0].c_str()), std::atoll(p[1].c_str()), std::atoll(p[2].c_str())});
+  }
+  std::vector<Shape2> shapes;
+  for (const auto& s : split(shapes_arg, ',')) {
+    const auto p = split(s, 'x');
+    if (p.size() != 2) { std::fprintf(stderr, "--shapes: expected BxL, got %s\n", s.c_str()); return 2; }
+    shapes.push_back({std::atoll(p[0].c_str()), p[1] == "rand" ? 0 : std::atoll(p[1].c_str())});
+  }
+  std::vector<int64_t> pages;
+  for (const auto& s : split(pages_arg, ',')) pages.push_back(std::atoll(s.c_str()));
+
+  std::vector<uint16_t> pattern(kPatternBytes / sizeof(uint16_t));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto& x : pattern) x = flashpage::f32_to_bf16(dist(rng));
+
+  int failures = 0;
+  for (const auto& h : heads)
+    for (const auto& shape : shapes)
+      for (int64_t page : pages) {
+        try {
+          run_case(h, shape, page, reps, min_ms, pattern);
+        } catch (const std::exception& e) {
+          ++failures;
+          std::string msg = e.what();
+          std::replace(msg.begin(), msg.end(), '"', '\'');
+          std::printf("{\"system\":\"flashpage\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,"
+                      "\"seq_len\":%s,\"page_size\":%lld,\"error\":\"%s\"}\n",
+                      (long long)h.hq, (long long)h.hkv, (long long)h.d, (long long)shape.batch,
+                      shape.len == 0 ? "\"rand1-8192\"" : std::to_string(shape.len).c_str(),
+                      (long long)page, msg.c_str());
+          std::fflush(stdout);
+        }
+      }
+  return failures == 0 ? 0 : 1;
+}

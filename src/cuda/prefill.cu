@@ -1,0 +1,152 @@
+// cuda::batch_prefill_paged, batch_prefill_ragged and sdpa. Today all three run the generic
+// kernel (generic_attention.h); a tensor-core prefill slots in here by handling its cases
+// before the fallback.
+#include <cuda_runtime_api.h>
+
+#include "core/check.h"
+#include "cuda/cuda_ops.h"
+#include "cuda/generic_attention.h"
+
+namespace flashpage::cuda {
+namespace {
+
+enum class MaskShapes { paged, torch_broadcast };
+
+// paged: [S, L], [B, S, L] or [B, 1|H, S, L]; torch_broadcast: rank 2..4, right-aligned to
+// [B, H, S, L], size-1 dims broadcast.
+MaskView make_mask_view(const Tensor& mask, MaskShapes shapes) {
+  MaskView m;
+  if (!mask.defined()) return m;
+  check::require(mask.device().is_cuda(), "mask: expected a CUDA tensor, got ", mask.str());
+  m.ptr = mask.data();
+  m.dtype = mask.dtype();
+  if (mask.dtype() == DType::boolean)
+    m.kind = MaskKind::boolean;
+  else if (mask.dtype() == DType::f32 || mask.dtype() == DType::f16 || mask.dtype() == DType::bf16)
+    m.kind = MaskKind::additive;
+  else
+    check::fail("mask: expected bool or f32/f16/bf16, got ", dtype_name(mask.dtype()));
+  const int64_t rank = mask.dim();
+  check::require(rank >= 2 && rank <= 4, "mask: expected 2 to 4 dims, got ", mask.shape_str());
+  auto stride_of = [&](int64_t d) { return mask.size(d) == 1 ? int64_t(0) : mask.stride(d); };
+  m.stride_query = stride_of(rank - 2);
+  m.stride_key = mask.stride(rank - 1);
+  if (shapes == MaskShapes::paged) {
+    if (rank == 3) m.stride_batch = stride_of(0);  // [B, S, L]
+    if (rank == 4) {
+      m.stride_batch = stride_of(0);
+      m.stride_head = stride_of(1);
+    }
+  } else {
+    if (rank >= 3) m.stride_head = stride_of(rank - 3);
+    if (rank == 4) m.stride_batch = stride_of(0);
+  }
+  return m;
+}
+
+void set_lse(GenericArgs& g, const Tensor& lse, int64_t batch_dim, int64_t token_dim,
+             int64_t head_dim) {
+  if (!lse.defined()) return;
+  g.lse = lse.data_as<float>();
+  g.lse_stride_batch = batch_dim >= 0 ? lse.stride(batch_dim) : 0;
+  g.lse_stride_token = token_dim >= 0 ? lse.stride(token_dim) : 0;
+  g.lse_stride_head = lse.stride(head_dim);
+}
+
+void set_common(GenericArgs& g, const Tensor& q, const AttentionParams& params,
+                int64_t num_qo_heads, int64_t num_kv_heads) {
+  check::require(q.stride(-1) == 1, "query: expected a contiguous last dim on CUDA, got stride ",
+                 q.stride(-1));
+  g.dtype = q.dtype();
+  g.window_left = params.window_left;
+  g.scale = params.scale;
+  g.logits_soft_cap = params.logits_soft_cap;
+  g.num_qo_heads = int32_t(num_qo_heads);
+  g.group_size = int32_t(num_qo_heads / num_kv_heads);
+  g.head_dim = int32_t(q.size(-1));
+}
+
+StridedRef ref_of(const Tensor& t, int64_t batch_dim, int64_t token_dim, int64_t head_dim) {
+  return {t.data(), batch_dim >= 0 ? t.stride(batch_dim) : 0, t.stride(token_dim),
+          t.stride(head_dim)};
+}
+
+}  // namespace
+
+void batch_prefill_paged(const Workspace::Impl& ws, const Plan& plan, const Tensor& q,
+                         const Tensor& qo_indptr, const PagedKv& kv, const Tensor& mask,
+                         const AttentionParams& params, Tensor& out, const Tensor& lse,
+                         void* stream) {
+  GenericArgs g;
+  set_common(g, q, params, plan.num_qo_heads, plan.num_kv_heads);
+  check::require(out.stride(-1) == 1, "out: expected a contiguous last dim on CUDA");
+  const bool ragged = qo_indptr.defined();
+  if (ragged) {  // q [N, Hq, D]
+    check::require(qo_indptr.device().is_cuda(), "qo_indptr: expected the device copy, got ",
+                   qo_indptr.str());
+    g.q = ref_of(q, -1, 0, 1);
+    g.out = ref_of(out, -1, 0, 1);
+    g.queries = {qo_indptr.data_as<const int32_t>(), 0, int32_t(plan.batch_size)};
+    set_lse(g, lse, -1, 0, 1);
+  } else {  // q [B, Hq, S, D]
+    g.q = ref_of(q, 0, 2, 1);
+    g.out = ref_of(out, 0, 2, 1);
+    g.queries = {nullptr, int32_t(q.size(2)), int32_t(plan.batch_size)};
+    set_lse(g, lse, 0, 2, 1);
+  }
+  g.mask = make_mask_view(mask, MaskShapes::paged);
+  g.causal = params.causal && !mask.defined();  // an explicit mask replaces causal
+  g.bottom_right = true;
+  g.work_ints = ws.device_ints();
+  launch_generic_paged_planned(g, make_page_table_view(kv), kv.k_pages.data(), kv.v_pages.data(),
+                               plan.grid, static_cast<cudaStream_t>(stream));
+}
+
+void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& qo_indptr, const Tensor& kv_indptr,
+                          const AttentionParams& params, Tensor& out, const Tensor& lse,
+                          void* stream) {
+  GenericArgs g;
+  set_common(g, q, params, q.size(1), k.size(1));
+  check::require(out.stride(-1) == 1 && k.stride(-1) == 1 && v.stride(-1) == 1,
+                 "batch_prefill_ragged: expected out, k and v with a contiguous last dim on CUDA");
+  const int32_t batch = int32_t(qo_indptr.numel() - 1);
+  g.q = ref_of(q, -1, 0, 1);
+  g.out = ref_of(out, -1, 0, 1);
+  g.queries = {qo_indptr.data_as<const int32_t>(), 0, batch};
+  set_lse(g, lse, -1, 0, 1);
+  g.causal = params.causal;
+  g.bottom_right = true;
+  g.num_tokens = q.size(0);
+  if (batch <= 0) return;
+  StridedKv kvs;
+  kvs.k = ref_of(k, -1, 0, 1);
+  kvs.v = ref_of(v, -1, 0, 1);
+  const Tensor& rows = kv_indptr.defined() ? kv_indptr : qo_indptr;
+  kvs.rows = {rows.data_as<const int32_t>(), 0, batch};
+  launch_generic_strided(g, kvs, static_cast<cudaStream_t>(stream));
+}
+
+void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+          const AttentionParams& params, Tensor& out, const Tensor& lse, void* stream) {
+  GenericArgs g;
+  set_common(g, q, params, q.size(1), k.size(1));
+  check::require(out.stride(-1) == 1 && k.stride(-1) == 1 && v.stride(-1) == 1,
+                 "sdpa: expected out, k and v with a contiguous last dim on CUDA");
+  const int64_t batch = q.size(0), num_q = q.size(2), num_kv = k.size(2);
+  g.q = ref_of(q, 0, 2, 1);
+  g.out = ref_of(out, 0, 2, 1);
+  g.queries = {nullptr, int32_t(num_q), int32_t(batch)};
+  set_lse(g, lse, 0, 2, 1);
+  g.mask = make_mask_view(mask, MaskShapes::torch_broadcast);
+  g.causal = params.causal;
+  g.bottom_right = false;  // PyTorch: top-left
+  g.num_tokens = batch * num_q;
+  StridedKv kvs;
+  kvs.k = ref_of(k, 0, 2, 1);
+  kvs.v = ref_of(v, 0, 2, 1);
+  kvs.rows = {nullptr, int32_t(num_kv), int32_t(batch)};
+  launch_generic_strided(g, kvs, static_cast<cudaStream_t>(stream));
+}
+
+}  // namespace flashpage::cuda
