@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/page_table_view.cuh"
+#include "ops/decode_tiling.h"
 
 namespace flashpage::cuda {
 
@@ -59,6 +60,11 @@ struct DecodeTile {
   static_assert(kHeadDim % 16 == 0, "head dim: a multiple of the MMA K (16)");
   static_assert(kThreads % kChunksPerRow == 0 && kTileTokens % kTokensPerPass == 0);
   static_assert(kEpilogueBytes <= kStages * kStageBytes);
+  // The planner sizes its split from DecodeTiling: it must describe this block exactly.
+  static_assert(kSmemBytes == DecodeTiling::smem_bytes(kHeadDim) &&
+                kStages == DecodeTiling::stages(kHeadDim) &&
+                kTileTokens == DecodeTiling::kTileTokens &&
+                kDecodeHeadsPerBlock == DecodeTiling::kHeadsPerBlock);
 };
 
 // Instantiated for T in {__nv_bfloat16, __half}, D in {64, 128, 256} (decode_bf16.cu,

@@ -1,11 +1,12 @@
-// cuda::batch_prefill_paged, batch_prefill_ragged and sdpa. Today all three run the generic
-// kernel (generic_attention.h); a tensor-core prefill slots in here by handling its cases
-// before the fallback.
+// cuda::batch_prefill_paged, batch_prefill_ragged and sdpa. Each first offers the call to the
+// tensor-core kernel (prefill_tc/, f16/bf16, head_dim 64/128/256, aligned strides); what it
+// does not cover runs on the generic kernel (generic_attention.h).
 #include <cuda_runtime_api.h>
 
 #include "core/check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/generic_attention.h"
+#include "cuda/prefill_tc/prefill_tc.h"
 
 namespace flashpage::cuda {
 namespace {
@@ -66,6 +67,57 @@ void set_common(GenericArgs& g, const Tensor& q, const AttentionParams& params,
   g.head_dim = int32_t(q.size(-1));
 }
 
+// The tensor-core kernel's record, filled from the generic one so both read the same facts.
+PrefillTcParams tc_params(const GenericArgs& g, int64_t num_kv_heads, int64_t batch) {
+  PrefillTcParams t;
+  t.dtype = g.dtype;
+  t.head_dim = g.head_dim;
+  t.batch_size = int(batch);
+  t.num_qo_heads = g.num_qo_heads;
+  t.num_kv_heads = int(num_kv_heads);
+  t.q = g.q.ptr;
+  t.q_stride_batch = g.q.stride_batch;
+  t.q_stride_token = g.q.stride_token;
+  t.q_stride_head = g.q.stride_head;
+  t.out = const_cast<void*>(g.out.ptr);
+  t.out_stride_batch = g.out.stride_batch;
+  t.out_stride_token = g.out.stride_token;
+  t.out_stride_head = g.out.stride_head;
+  t.qo_indptr = g.queries.indptr;
+  t.qo_len = g.queries.uniform_len;
+  t.lse = g.lse;
+  t.lse_stride_batch = g.lse_stride_batch;
+  t.lse_stride_token = g.lse_stride_token;
+  t.lse_stride_head = g.lse_stride_head;
+  t.scale = g.scale;
+  t.logits_soft_cap = g.logits_soft_cap;
+  t.window_left = g.window_left;
+  t.causal = g.causal;
+  t.bottom_right = g.bottom_right;
+  if (g.mask.kind != MaskKind::none) {
+    t.mask = g.mask.ptr;
+    t.mask_dtype = g.mask.dtype;
+    t.mask_strides[0] = g.mask.stride_batch;
+    t.mask_strides[1] = g.mask.stride_head;
+    t.mask_strides[2] = g.mask.stride_query;
+    t.mask_strides[3] = g.mask.stride_key;
+  }
+  return t;
+}
+
+void set_strided_kv(PrefillTcParams& t, const StridedKv& kvs) {
+  t.k = kvs.k.ptr;
+  t.v = kvs.v.ptr;
+  t.k_stride_unit = kvs.k.stride_batch;
+  t.k_stride_token = kvs.k.stride_token;
+  t.k_stride_head = kvs.k.stride_head;
+  t.v_stride_unit = kvs.v.stride_batch;
+  t.v_stride_token = kvs.v.stride_token;
+  t.v_stride_head = kvs.v.stride_head;
+  t.kv_indptr = kvs.rows.indptr;
+  t.kv_len = kvs.rows.uniform_len;
+}
+
 StridedRef ref_of(const Tensor& t, int64_t batch_dim, int64_t token_dim, int64_t head_dim) {
   return {t.data(), batch_dim >= 0 ? t.stride(batch_dim) : 0, t.stride(token_dim),
           t.stride(head_dim)};
@@ -98,6 +150,21 @@ void batch_prefill_paged(const Workspace::Impl& ws, const Plan& plan, const Tens
   g.causal = params.causal && !mask.defined();  // an explicit mask replaces causal
   g.bottom_right = true;
   g.work_ints = ws.device_ints();
+  const PageTableView pages = make_page_table_view(kv);
+  PrefillTcParams t = tc_params(g, plan.num_kv_heads, plan.batch_size);
+  t.k = kv.k_pages.data();
+  t.v = kv.v_pages.data();
+  t.k_stride_unit = t.v_stride_unit = pages.stride_page;
+  t.k_stride_token = t.v_stride_token = pages.stride_token;
+  t.k_stride_head = t.v_stride_head = pages.stride_head;
+  t.page_indptr = pages.indptr;
+  t.page_indices = pages.indices;
+  t.last_page_len = pages.last_page_len;
+  t.page_size = pages.page_size;
+  t.work_ints = g.work_ints;
+  t.num_work_host = int(plan.num_work);
+  t.work_tile_tokens = int(plan.kv_chunk);
+  if (run_prefill_tc(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_paged_planned(g, make_page_table_view(kv), kv.k_pages.data(), kv.v_pages.data(),
                                plan.grid, static_cast<cudaStream_t>(stream));
 }
@@ -124,6 +191,10 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
   kvs.v = ref_of(v, -1, 0, 1);
   const Tensor& rows = kv_indptr.defined() ? kv_indptr : qo_indptr;
   kvs.rows = {rows.data_as<const int32_t>(), 0, batch};
+  PrefillTcParams t = tc_params(g, k.size(1), batch);
+  set_strided_kv(t, kvs);
+  t.max_qo_len = int(q.size(0));  // any upper bound of a segment's length
+  if (run_prefill_tc(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_strided(g, kvs, static_cast<cudaStream_t>(stream));
 }
 
@@ -146,6 +217,10 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
   kvs.k = ref_of(k, 0, 2, 1);
   kvs.v = ref_of(v, 0, 2, 1);
   kvs.rows = {nullptr, int32_t(num_kv), int32_t(batch)};
+  PrefillTcParams t = tc_params(g, k.size(1), batch);
+  set_strided_kv(t, kvs);
+  t.max_qo_len = int(num_q);
+  if (run_prefill_tc(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_strided(g, kvs, static_cast<cudaStream_t>(stream));
 }
 

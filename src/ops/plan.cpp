@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/device_memory.h"
+#include "ops/decode_tiling.h"
 #include "ops/page_table_check.h"
 #include "ops/workspace.h"
 
@@ -16,20 +17,48 @@ namespace flashpage {
 
 namespace {
 
-// How many independent tasks keep the device busy: CUDA blocks resident on all SMs, or a few
-// tasks per CPU thread so uneven ones even out.
-int64_t parallel_slots(Device device) {
-  if (device.is_cuda()) return int64_t(detail::cuda_sm_count(device.index)) * 2;
+// How many decode blocks (CUDA) or tasks (CPU) run at once: one wave.
+int64_t concurrent_slots(Device device, int64_t head_dim) {
+  if (device.is_cuda())
+    return int64_t(detail::cuda_sm_count(device.index)) * DecodeTiling::blocks_per_sm(int(head_dim));
 #ifdef _OPENMP
-  return int64_t(omp_get_max_threads()) * 4;
+  return int64_t(omp_get_max_threads());
 #else
-  return 4;
+  return 1;
 #endif
 }
 
-// Shortest KV chunk worth a split: below this the merge costs more than the parallelism
-// gains (a chunk's partial output is Hq*D floats written and read again).
+// Shortest KV chunk worth a split: below this the merge (a partial of Hq*D floats written
+// and read again) costs more than the parallelism gains.
 int64_t min_chunk_tokens(Device device) { return device.is_cuda() ? 256 : 512; }
+
+// The KV chunk length for decode. A row of length L becomes ceil(L / chunk) work items, each
+// run by Hkv blocks; blocks run `slots` at a time, so the step takes about
+// waves * chunk = ceil(blocks / slots) * chunk token-times. Try splitting the longest row into
+// n = 1, 2, ... pieces and keep the cheapest; ties go to fewer splits (less merging).
+int64_t choose_decode_chunk(const std::vector<int64_t>& lengths, int64_t num_kv_heads,
+                            int64_t page_size, int64_t slots, int64_t min_chunk) {
+  const int64_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  auto round_to_pages = [&](int64_t c) { return (c + page_size - 1) / page_size * page_size; };
+  int64_t best_chunk = round_to_pages(std::max<int64_t>(longest, 1));
+  double best_cost = 0;
+  constexpr int64_t kMaxSplits = 64;
+  for (int64_t n = 1; n <= kMaxSplits; ++n) {
+    const int64_t chunk = round_to_pages((longest + n - 1) / n);
+    if (n > 1 && chunk < min_chunk) break;
+    int64_t blocks = 0;
+    for (int64_t len : lengths) blocks += std::max<int64_t>(1, (len + chunk - 1) / chunk);
+    blocks *= num_kv_heads;
+    const int64_t waves = (blocks + slots - 1) / std::max<int64_t>(slots, 1);
+    // 2% per extra split level stands for the merge pass and the partial traffic.
+    const double cost = double(waves) * double(chunk) * (1.0 + 0.02 * double(n - 1));
+    if (n == 1 || cost < best_cost) {
+      best_cost = cost;
+      best_chunk = chunk;
+    }
+  }
+  return best_chunk;
+}
 
 void check_plan_args(const Workspace& ws, const PageTable& host_table, const PagedKv& kv,
                      int64_t num_qo_heads) {
@@ -87,19 +116,12 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
   plan.page_size = kv.page_size();
   plan.total_q_rows = plan.batch_size;
 
-  // Chunk length: enough chunks x KV heads to fill the device, never below the split
-  // threshold, a whole number of pages, and few enough partials to fit the float region.
-  const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t(0));
-  const int64_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
-  const int64_t slots = parallel_slots(ws.device());
+  // Chunk length from the wave model, then doubled until the partials fit the float region.
+  const int64_t slots = concurrent_slots(ws.device(), plan.head_dim);
   const int64_t per_partial_floats = num_qo_heads * (plan.head_dim + 1);
   const int64_t max_partials = (w.floats.numel()) / std::max<int64_t>(per_partial_floats, 1);
-  int64_t chunk = std::max<int64_t>(longest, 1);
-  if (plan.batch_size * plan.num_kv_heads < slots && total > 0) {
-    const int64_t want_items = (slots + plan.num_kv_heads - 1) / plan.num_kv_heads;
-    chunk = std::max((total + want_items - 1) / want_items, min_chunk_tokens(ws.device()));
-  }
-  chunk = (chunk + plan.page_size - 1) / plan.page_size * plan.page_size;
+  int64_t chunk = choose_decode_chunk(lengths, plan.num_kv_heads, plan.page_size, slots,
+                                      min_chunk_tokens(ws.device()));
   auto count_partials = [&](int64_t c) {
     int64_t n = 0;
     for (int64_t len : lengths)
@@ -127,7 +149,7 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
     return (a.end - a.begin) > (b.end - b.begin);
   });
   plan.num_partials = slot;
-  plan.grid = std::min<int64_t>(int64_t(items.size()), std::max<int64_t>(slots, 1));
+  plan.grid = int64_t(items.size());  // one block column per item; replays with more loop
   return publish(w, plan, items, merge_indptr);
 }
 
