@@ -44,7 +44,8 @@ int64_t choose_decode_chunk(const std::vector<int64_t>& lengths, int64_t num_kv_
   double best_cost = 0;
   constexpr int64_t kMaxSplits = 64;
   for (int64_t n = 1; n <= kMaxSplits; ++n) {
-    const int64_t chunk = round_to_pages((longest + n - 1) / n);
+    // At least one page: a table of empty rows must not give a zero chunk (division below).
+    const int64_t chunk = round_to_pages(std::max<int64_t>(1, (longest + n - 1) / n));
     if (n > 1 && chunk < min_chunk) break;
     int64_t blocks = 0;
     for (int64_t len : lengths) blocks += std::max<int64_t>(1, (len + chunk - 1) / chunk);
