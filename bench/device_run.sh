@@ -3,15 +3,16 @@
 # compute-sanitizer on a subset -> benchmarks. Logs under $OUT; a short table last.
 # Usage (from the repo root, on the device machine):
 #   STAGES="test sanitize decode prefill" bench/device_run.sh
-# Carry build/device (configured here with the "device" preset) and .devlib (libstdc++/libgomp
-# of the build machine) to skip the build there.
+# bench/pack_device_build.sh packs the executables of build/device (the "device" preset, built
+# here) with the build machine's libstdc++/libgomp into .devcarry/: carry it to skip the build
+# there (the device image has no GoogleTest).
 set -uo pipefail
 OUT="${OUT:-/tmp/flashpage-out}"
 mkdir -p "$OUT"
 STAGES="${STAGES:-test sanitize decode}"
-BUILD="${BUILD:-build/device}"
+BUILD="${BUILD:-.devcarry}"
 export PATH="/usr/local/cuda/bin:$PATH"
-[ -d .devlib ] && export LD_LIBRARY_PATH="$PWD/.devlib:${LD_LIBRARY_PATH:-}"
+[ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$PWD/$BUILD/lib:${LD_LIBRARY_PATH:-}"
 summary="$OUT/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
@@ -36,26 +37,27 @@ for stage in $STAGES; do
       for t in "$BUILD"/tests/test_*; do
         [ -x "$t" ] || continue
         name=$(basename "$t")
-        timeout 300 "$t" --gtest_brief=1 >"$OUT/$name.log" 2>&1 || fails=$((fails + 1))
+        timeout "${TEST_TIMEOUT:-150}" "$t" --gtest_brief=1 >"$OUT/$name.log" 2>&1 || fails=$((fails + 1))
         note "test $name: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ' | head -c 200) skipped=$(grep -c '\[  SKIPPED' "$OUT/$name.log")"
       done
       grep -h -A3 '\[  FAILED  \]' "$OUT"/test_*.log | head -40 >"$OUT/failures.txt"
       note "test binaries failing: $fails"
       ;;
     sanitize)
-      for tool in memcheck racecheck; do
-        for t in test_decode test_cuda_graph test_append_gather; do
+      for tool in ${SAN_TOOLS:-memcheck racecheck}; do
+        for t in test_ops test_cuda_graph; do
           [ -x "$BUILD/tests/$t" ] || continue
-          timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/$t" \
-            --gtest_filter='*Cuda*:*CUDA*:*Graph*' --gtest_brief=1 >"$OUT/san-$tool-$t.log" 2>&1
+          timeout "${SAN_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/$t" \
+            --gtest_filter="${SAN_FILTER:-Decode.CudaFixedCases:AppendGather.Cuda*:PrefillPaged.CudaFixedCases:CudaGraph.*}" \
+            --gtest_brief=1 >"$OUT/san-$tool-$t.log" 2>&1
           note "compute-sanitizer $tool $t: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/san-$tool-$t.log" | tail -1)"
         done
       done
       ;;
     decode)
-      timeout 400 "$BUILD/bench/decode_bench" >"$OUT/decode_bench.jsonl" 2>"$OUT/decode_bench.err"
+      timeout "${BENCH_TIMEOUT:-300}" "$BUILD/bench/decode_bench" ${DECODE_ARGS:-} >"$OUT/decode_bench.jsonl" 2>"$OUT/decode_bench.err"
       note "decode_bench rc=$? lines=$(wc -l <"$OUT/decode_bench.jsonl")"
-      timeout 400 python3 bench/decode_compare.py --flashpage "$OUT/decode_bench.jsonl" \
+      timeout "${BENCH_TIMEOUT:-300}" python3 bench/decode_compare.py --flashpage "$OUT/decode_bench.jsonl" \
         --out "$OUT" >"$OUT/decode_compare.log" 2>&1
       note "decode_compare rc=$?"
       ;;

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Packs what bench/device_run.sh runs from build/device (configure with `cmake --preset device`)
+# into .devcarry/, small enough to carry to the GPU machine: the executables and this
+# machine's libstdc++ and libgomp (the binaries may need newer ones than the device image has).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf .devcarry
+mkdir -p .devcarry/tests .devcarry/tools .devcarry/bench .devcarry/lib
+cp build/device/tests/test_* .devcarry/tests/ 2>/dev/null || true
+rm -f .devcarry/tests/*.cmake
+cp build/device/tools/flashpage .devcarry/tools/
+cp build/device/bench/*_bench .devcarry/bench/ 2>/dev/null || true
+for lib in libstdc++.so.6 libgomp.so.1; do
+  cp -L "$(g++ -print-file-name=$lib)" .devcarry/lib/ 2>/dev/null ||
+    cp -L "/usr/lib/x86_64-linux-gnu/$lib" .devcarry/lib/
+done
+strip --strip-debug .devcarry/tests/* .devcarry/tools/* .devcarry/bench/* 2>/dev/null || true
+du -sh .devcarry
