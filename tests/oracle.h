@@ -51,7 +51,6 @@ inline Dense dense(const Tensor& t) {
   const Tensor h = t.device().is_cpu() ? t : t.to(Device::cpu());
   Dense d = zeros(h.shape());
   const int64_t rank = h.dim();
-  std::vector<int64_t> idx(size_t(rank), 0);
   for (int64_t i = 0; i < d.numel(); ++i) {
     int64_t rem = i, off = 0;
     for (int64_t k = rank - 1; k >= 0; --k) {

@@ -73,7 +73,7 @@ TEST(TensorTest, ViewsShareStorage) {
   const Tensor s = t.slice(1, 1, 3);
   EXPECT_EQ(s.shape(), (Shape{2, 2, 4}));
   EXPECT_EQ(oracle::dense(s).at({1, 0, 2}), dt.at({1, 1, 2}));
-  const Tensor sel = t.select(0, 1);
+  Tensor sel = t.select(0, 1);
   EXPECT_EQ(sel.shape(), (Shape{3, 4}));
   EXPECT_EQ(oracle::dense(sel).at({2, 3}), dt.at({1, 2, 3}));
   EXPECT_EQ(t.view({6, -1}).shape(), (Shape{6, 4}));

@@ -23,7 +23,8 @@ struct DecodeCase {
   }
 };
 
-void run_decode(Rng& rng, const DecodeCase& c, Device device, size_t ws_bytes = size_t(32) << 20) {
+void run_decode(Rng& rng, const DecodeCase& c, Device device, size_t ws_bytes = size_t(32) << 20,
+                bool expect_split = false) {
   SCOPED_TRACE(c.str() + " on " + device.str());
   const int64_t B = int64_t(c.lengths.size());
   const PagedCase pc = random_paged(rng, c.lengths, c.page_size, c.Hkv, c.D, c.layout, c.dtype, device);
@@ -33,6 +34,10 @@ void run_decode(Rng& rng, const DecodeCase& c, Device device, size_t ws_bytes = 
 
   Workspace ws(device, ws_bytes);
   const Plan plan = plan_decode(ws, pc.host_table, pc.kv, c.Hq);
+  EXPECT_EQ(plan.kind, Plan::Kind::decode);
+  EXPECT_EQ(plan.batch_size, B);
+  // ops.h: the planner splits long rows into KV chunks so the device is busy at any batch size.
+  if (expect_split) EXPECT_GT(plan.num_partials, 0) << "a long row of a tiny batch was not split";
   Tensor out = poisoned({B, c.Hq, c.D}, c.dtype, device);
   Tensor lse = poisoned({B, c.Hq}, DType::f32, device);
   batch_decode(ws, plan, q, pc.kv, p, out, lse);
@@ -66,22 +71,23 @@ TEST(Decode, CpuFixedCases) {
       {{40, 100, 3}, 16, 8, 2, 64, KvLayout::NHD, DType::f32, 10},         // window
       {{40, 100, 3}, 16, 8, 2, 64, KvLayout::HND, DType::f32, -1, 4.0f, 1.0f},  // soft cap
   };
-  for (const auto& c : cases) run_decode(rng, c, Device::cpu());
+  for (const auto& c : cases) FP_CASE(run_decode(rng, c, Device::cpu()));
 }
 
 TEST(Decode, CpuHalfPrecision) {
   FP_SEEDED_RNG(rng);
   for (DType t : {DType::f16, DType::bf16})
-    run_decode(rng, {{33, 1, 70}, 16, 8, 2, 128, KvLayout::NHD, t}, Device::cpu());
+    FP_CASE(run_decode(rng, {{33, 1, 70}, 16, 8, 2, 128, KvLayout::NHD, t}, Device::cpu()));
 }
 
 // A single long row on a single KV head: the planner splits it into KV chunks whose
 // partial results are merged (DESIGN.md: plan splits long rows so the device is busy).
 TEST(Decode, CpuLongRowSplitIntoChunks) {
   FP_SEEDED_RNG(rng);
-  run_decode(rng, {{3000}, 16, 4, 1, 64}, Device::cpu(), Workspace::kDefaultBytes);
-  run_decode(rng, {{3001, 5}, 3, 2, 1, 64, KvLayout::HND}, Device::cpu(), Workspace::kDefaultBytes);
-  run_decode(rng, {{2500}, 16, 8, 1, 64, KvLayout::NHD, DType::f32, 700}, Device::cpu());
+  FP_CASE(run_decode(rng, {{3000}, 16, 4, 1, 64}, Device::cpu(), Workspace::kDefaultBytes, true));
+  FP_CASE(run_decode(rng, {{3001, 5}, 3, 2, 1, 64, KvLayout::HND}, Device::cpu(),
+                     Workspace::kDefaultBytes, true));
+  FP_CASE(run_decode(rng, {{2500}, 16, 8, 1, 64, KvLayout::NHD, DType::f32, 700}, Device::cpu()));
 }
 
 DecodeCase random_case(Rng& rng, const std::vector<int64_t>& page_sizes,
@@ -103,8 +109,8 @@ DecodeCase random_case(Rng& rng, const std::vector<int64_t>& page_sizes,
 TEST(Decode, CpuRandomSweep) {
   FP_SEEDED_RNG(rng);
   for (int i = 0; i < 25 * test_scale(); ++i)
-    run_decode(rng, random_case(rng, {1, 3, 16, 64}, {8, 40, 64, 128}, 8, DType::f32, 200),
-               Device::cpu());
+    FP_CASE(run_decode(rng, random_case(rng, {1, 3, 16, 64}, {8, 40, 64, 128}, 8, DType::f32, 200),
+               Device::cpu()));
 }
 
 // One plan serves every layer of a step: same table, different pages.
@@ -132,8 +138,8 @@ TEST(Decode, CudaFixedCases) {
   for (DType t : {DType::bf16, DType::f16})
     for (int64_t d : {64, 128, 256})
       for (int64_t group : {1, 4, 8, 16}) {
-        run_decode(rng, {{0, 1, 16, 17, 300}, 16, 2 * group, 2, d, KvLayout::NHD, t}, cuda0());
-        run_decode(rng, {{1, 2, 255, 256, 257}, 1, group, 1, d, KvLayout::HND, t}, cuda0());
+        FP_CASE(run_decode(rng, {{0, 1, 16, 17, 300}, 16, 2 * group, 2, d, KvLayout::NHD, t}, cuda0()));
+        FP_CASE(run_decode(rng, {{1, 2, 255, 256, 257}, 1, group, 1, d, KvLayout::HND, t}, cuda0()));
       }
 }
 
@@ -142,28 +148,28 @@ TEST(Decode, CudaPageSizes) {
   FP_SEEDED_RNG(rng);
   for (int64_t ps : {1, 3, 16, 64, 128, 256})
     for (KvLayout layout : {KvLayout::NHD, KvLayout::HND})
-      run_decode(rng, {{0, 1, ps, ps + 1, 700}, ps, 8, 2, 128, layout, DType::bf16}, cuda0());
+      FP_CASE(run_decode(rng, {{0, 1, ps, ps + 1, 700}, ps, 8, 2, 128, layout, DType::bf16}, cuda0()));
 }
 
 TEST(Decode, CudaLongRows) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
-  run_decode(rng, {{20000}, 16, 8, 1, 128, KvLayout::NHD, DType::bf16}, cuda0(),
-             Workspace::kDefaultBytes);
-  run_decode(rng, {{9000, 1, 4097}, 64, 32, 8, 128, KvLayout::HND, DType::f16}, cuda0(),
-             Workspace::kDefaultBytes);
-  run_decode(rng, {{5000, 3}, 16, 16, 2, 64, KvLayout::NHD, DType::bf16, 1000, 30.0f}, cuda0(),
-             Workspace::kDefaultBytes);
+  FP_CASE(run_decode(rng, {{20000}, 16, 8, 1, 128, KvLayout::NHD, DType::bf16}, cuda0(),
+             Workspace::kDefaultBytes, true));
+  FP_CASE(run_decode(rng, {{9000, 1, 4097}, 64, 32, 8, 128, KvLayout::HND, DType::f16}, cuda0(),
+             Workspace::kDefaultBytes));
+  FP_CASE(run_decode(rng, {{5000, 3}, 16, 16, 2, 64, KvLayout::NHD, DType::bf16, 1000, 30.0f}, cuda0(),
+             Workspace::kDefaultBytes));
 }
 
 TEST(Decode, CudaRandomSweep) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
   for (int i = 0; i < 40 * test_scale(); ++i)
-    run_decode(rng,
+    FP_CASE(run_decode(rng,
                random_case(rng, {1, 3, 16, 64, 256}, {64, 128, 256}, 16,
-                           rng.coin(0.5) ? DType::bf16 : DType::f16, 2000),
-               cuda0());
+                           rng.coin(0.5) ? DType::bf16 : DType::f16, 1000),
+               cuda0()));
 }
 
 }  // namespace

@@ -51,11 +51,11 @@ void run_merge_formula(Rng& rng, int64_t N, int64_t H, int64_t D, DType dtype, D
 
 TEST(MergeStates, CpuFormula) {
   FP_SEEDED_RNG(rng);
-  run_merge_formula(rng, 1, 1, 8, DType::f32, Device::cpu());
-  run_merge_formula(rng, 37, 4, 64, DType::f32, Device::cpu());
-  run_merge_formula(rng, 9, 8, 40, DType::f32, Device::cpu());
-  run_merge_formula(rng, 13, 2, 128, DType::bf16, Device::cpu());
-  run_merge_formula(rng, 13, 2, 128, DType::f16, Device::cpu());
+  FP_CASE(run_merge_formula(rng, 1, 1, 8, DType::f32, Device::cpu()));
+  FP_CASE(run_merge_formula(rng, 37, 4, 64, DType::f32, Device::cpu()));
+  FP_CASE(run_merge_formula(rng, 9, 8, 40, DType::f32, Device::cpu()));
+  FP_CASE(run_merge_formula(rng, 13, 2, 128, DType::bf16, Device::cpu()));
+  FP_CASE(run_merge_formula(rng, 13, 2, 128, DType::f16, Device::cpu()));
 }
 
 // Attention over keys [0, split) merged with attention over [split, L) equals attention over
@@ -103,24 +103,24 @@ void run_merge_halves(Rng& rng, const std::vector<int64_t>& q_lens,
 
 TEST(MergeStates, CpuHalvesEqualWhole) {
   FP_SEEDED_RNG(rng);
-  run_merge_halves(rng, {3, 1, 4}, {20, 1, 0}, 4, 2, 64, DType::f32, Device::cpu());
-  run_merge_halves(rng, {5, 2}, {113, 16}, 8, 1, 128, DType::f32, Device::cpu());
-  run_merge_halves(rng, {5, 2}, {40, 7}, 4, 4, 64, DType::bf16, Device::cpu());
+  FP_CASE(run_merge_halves(rng, {3, 1, 4}, {20, 1, 0}, 4, 2, 64, DType::f32, Device::cpu()));
+  FP_CASE(run_merge_halves(rng, {5, 2}, {113, 16}, 8, 1, 128, DType::f32, Device::cpu()));
+  FP_CASE(run_merge_halves(rng, {5, 2}, {40, 7}, 4, 4, 64, DType::bf16, Device::cpu()));
 }
 
 TEST(MergeStates, CudaFormula) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
   for (DType t : {DType::bf16, DType::f16})
-    for (int64_t d : {64, 128, 256}) run_merge_formula(rng, 77, 8, d, t, cuda0());
-  run_merge_formula(rng, 33, 4, 128, DType::f32, cuda0());
+    for (int64_t d : {64, 128, 256}) FP_CASE(run_merge_formula(rng, 77, 8, d, t, cuda0()));
+  FP_CASE(run_merge_formula(rng, 33, 4, 128, DType::f32, cuda0()));
 }
 
 TEST(MergeStates, CudaHalvesEqualWhole) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
   for (DType t : {DType::bf16, DType::f16})
-    run_merge_halves(rng, {3, 1, 40}, {300, 1, 0}, 16, 2, 128, t, cuda0());
+    FP_CASE(run_merge_halves(rng, {3, 1, 40}, {300, 1, 0}, 16, 2, 128, t, cuda0()));
 }
 
 }  // namespace

@@ -82,7 +82,6 @@ std::vector<SdpaCase> fixed_cases(DType dtype) {
       {2, 4, 2, 6, 10, 64, dtype, false, MaskKind::additive, {6, 10}},
       {2, 4, 2, 6, 10, 64, dtype, false, MaskKind::additive, {1, 4, 6, 10}},
       {2, 4, 2, 6, 10, 64, dtype, false, MaskKind::additive, {2, 4, 6, 10}},
-      {2, 4, 2, 6, 10, 64, dtype, false, MaskKind::additive, {10}},
       {2, 8, 1, 12, 12, 64, dtype, true, MaskKind::none, {}, 3},             // window
       {2, 8, 8, 5, 20, 64, dtype, false, MaskKind::none, {}, 4},             // window, no causal
       {2, 4, 2, 7, 30, 64, dtype, true, MaskKind::none, {}, -1, 5.0f, 1.0f}, // soft cap
@@ -94,14 +93,21 @@ std::vector<SdpaCase> fixed_cases(DType dtype) {
 
 TEST(Sdpa, CpuFixedCasesF32) {
   FP_SEEDED_RNG(rng);
-  for (const auto& c : fixed_cases(DType::f32)) run_sdpa(rng, c, Device::cpu());
+  for (const auto& c : fixed_cases(DType::f32)) FP_CASE(run_sdpa(rng, c, Device::cpu()));
+}
+
+// PyTorch broadcasts a mask of any rank <= 4, right-aligned: [L] is a key-padding row.
+TEST(Sdpa, CpuRank1MaskBroadcasts) {
+  FP_SEEDED_RNG(rng);
+  FP_CASE(run_sdpa(rng, {2, 4, 2, 6, 10, 64, DType::f32, false, MaskKind::additive, {10}}, Device::cpu()));
+  FP_CASE(run_sdpa(rng, {2, 4, 2, 6, 10, 64, DType::f32, false, MaskKind::boolean, {10}}, Device::cpu()));
 }
 
 TEST(Sdpa, CpuHalfPrecision) {
   FP_SEEDED_RNG(rng);
   for (DType t : {DType::f16, DType::bf16}) {
-    run_sdpa(rng, {2, 8, 2, 5, 33, 64, t, true}, Device::cpu());
-    run_sdpa(rng, {1, 4, 4, 6, 6, 128, t, false, MaskKind::boolean, {1, 6}}, Device::cpu());
+    FP_CASE(run_sdpa(rng, {2, 8, 2, 5, 33, 64, t, true}, Device::cpu()));
+    FP_CASE(run_sdpa(rng, {1, 4, 4, 6, 6, 128, t, false, MaskKind::boolean, {1, 6}}, Device::cpu()));
   }
 }
 
@@ -131,15 +137,15 @@ SdpaCase random_case(Rng& rng, DType dtype, const std::vector<int64_t>& head_dim
 TEST(Sdpa, CpuRandomSweep) {
   FP_SEEDED_RNG(rng);
   for (int i = 0; i < 25 * test_scale(); ++i)
-    run_sdpa(rng, random_case(rng, DType::f32, {8, 16, 40, 64, 128}, 8), Device::cpu());
+    FP_CASE(run_sdpa(rng, random_case(rng, DType::f32, {8, 16, 40, 64, 128}, 8), Device::cpu()));
 }
 
 TEST(Sdpa, CudaFixedCases) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
   for (DType t : {DType::bf16, DType::f16}) {
-    for (const auto& c : fixed_cases(t)) run_sdpa(rng, c, cuda0());
-    for (int64_t d : {64, 128, 256}) run_sdpa(rng, {2, 16, 1, 9, 300, d, t, true}, cuda0());
+    for (const auto& c : fixed_cases(t)) FP_CASE(run_sdpa(rng, c, cuda0()));
+    for (int64_t d : {64, 128, 256}) FP_CASE(run_sdpa(rng, {2, 16, 1, 9, 300, d, t, true}, cuda0()));
   }
 }
 
@@ -147,8 +153,8 @@ TEST(Sdpa, CudaRandomSweep) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
   for (int i = 0; i < 40 * test_scale(); ++i)
-    run_sdpa(rng, random_case(rng, rng.coin(0.5) ? DType::bf16 : DType::f16, {64, 128, 256}, 16),
-             cuda0());
+    FP_CASE(run_sdpa(rng, random_case(rng, rng.coin(0.5) ? DType::bf16 : DType::f16, {64, 128, 256}, 16),
+             cuda0()));
 }
 
 }  // namespace

@@ -53,8 +53,13 @@ struct Rng {
 // Declares `rng` with a fresh seed that every failure in the scope prints.
 #define FP_SEEDED_RNG(rng)                                                          \
   const uint64_t rng##_seed = ::fpt::fresh_seed();                                  \
-  SCOPED_TRACE("seed " + std::to_string(rng##_seed) + " (FLASHPAGE_TEST_SEED=)"); \
+  SCOPED_TRACE("seed " + std::to_string(rng##_seed) + " (replay: FLASHPAGE_TEST_SEED=" + \
+               std::to_string(rng##_seed) + ")");                                        \
   ::fpt::Rng rng(rng##_seed)
+
+// Runs one case of a table: an exception fails that case, with its message, and the
+// remaining cases still run.
+#define FP_CASE(...) EXPECT_NO_THROW(__VA_ARGS__)
 
 inline Device cuda0() { return Device::cuda(0); }
 
@@ -153,7 +158,7 @@ inline Shape page_shape(int64_t num_pages, int64_t page_size, int64_t hkv, int64
 // needed, so ids are shuffled and gaps are normal.
 inline PageTable random_table(Rng& rng, const std::vector<int64_t>& lengths, int64_t page_size,
                               int64_t num_pages) {
-  std::vector<int64_t> perm(size_t(num_pages));
+  std::vector<int64_t> perm(static_cast<size_t>(num_pages));
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng.gen);
   std::vector<int64_t> indptr{0}, indices, last;

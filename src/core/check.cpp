@@ -77,6 +77,7 @@ void index_vector(const Tensor& t, std::string_view name, int64_t size, std::str
   require(t.size(0) == size, name, ": expected ", size, " entries (", what, "), got ",
           t.shape_str());
   same_device(t, name, device, "the other tensors");
+  contiguous(t, name);
 }
 
 void indptr_values(const Tensor& t, std::string_view name, int64_t total,

@@ -12,11 +12,13 @@
 #include "cpu/mask_view.h"
 #include "cpu/simd.h"
 #include "cpu/softmax_state.h"
+#include "cpu/wide.h"
 
 namespace flashpage::cpu {
 
 constexpr int kBlock = 32;      // keys per softmax update
 constexpr int kMaxRows = 64;    // query rows per kernel call (bounds the scratch)
+constexpr int kMaxHeads = 16;   // KV heads per kernel call
 
 struct QueryRow {
   const float* q;   // [D], multiplied by the scale
@@ -29,14 +31,40 @@ struct AttendScratch {
   float logits[kMaxRows * kBlock];
 };
 
+// The next block's rows of one head, prefetched a token at a time from inside the logits
+// loop, so the requests overlap the arithmetic instead of arriving in one burst.
+template <class T>
+struct Prefetch {
+  const T* const* k = nullptr;
+  const T* const* v = nullptr;
+  int n = 0;
+  int64_t bytes = 0;
+  void token(int t) const {
+    if (t >= n) return;
+    const char* kr = reinterpret_cast<const char*>(k[t]);
+    const char* vr = reinterpret_cast<const char*>(v[t]);
+    for (int64_t o = 0; o < bytes; o += 64) {
+      __builtin_prefetch(kr + o, 0, 2);
+      __builtin_prefetch(vr + o, 0, 2);
+    }
+  }
+  // Whatever the loop over [a, b) did not reach.
+  void rest(int a, int b) const {
+    for (int t = 0; t < a; ++t) token(t);
+    for (int t = b; t < n; ++t) token(t);
+  }
+};
+
 namespace detail {
 
 // Logits of G rows for tokens [a, b) of the block, written to s[r * kBlock + t].
 template <int G, class T>
 inline void block_logits(const float* const* q, const T* const* kp, int a, int b, int64_t d,
-                         float* s) {
+                         float* s, const Prefetch<T>& pf) {
   int t = a;
   for (; t + 1 < b; t += 2) {  // two tokens at a time: 2G independent FMA chains
+    pf.token(t);
+    pf.token(t + 1);
     const T* k0 = kp[t];
     const T* k1 = kp[t + 1];
     V8f x[G], y[G];
@@ -55,6 +83,7 @@ inline void block_logits(const float* const* q, const T* const* kp, int a, int b
     }
   }
   if (t < b) {
+    pf.token(t);
     const T* k0 = kp[t];
     V8f x[G];
     for (int r = 0; r < G; ++r) x[r] = splat(0.0f);
@@ -84,7 +113,7 @@ inline void block_values(const float* w, const T* const* vp, int a, int b, int64
 template <int G, class T>
 inline void block_group(const QueryRow* rows, SoftmaxState* states, const T* const* kp,
                         const T* const* vp, int64_t t0, int n, int64_t d, float soft_cap,
-                        float* s) {
+                        float* s, const Prefetch<T>& pf) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   // Tokens of the block that any row of the group sees.
   int a = n, b = 0;
@@ -96,10 +125,18 @@ inline void block_group(const QueryRow* rows, SoftmaxState* states, const T* con
       b = std::max(b, hi);
     }
   }
-  if (a >= b) return;
+  if (a >= b) {
+    pf.rest(0, 0);
+    return;
+  }
   const float* q[G];
   for (int r = 0; r < G; ++r) q[r] = rows[r].q;
-  block_logits<G>(q, kp, a, b, d, s);
+  const bool use_wide = wide::usable<T>(d);
+  if (use_wide)
+    wide::logits<G>(q, kp, a, b, d, s, kBlock, pf);
+  else
+    block_logits<G>(q, kp, a, b, d, s, pf);
+  pf.rest(a, b);
   bool any = false;
   float* acc[G];
   for (int r = 0; r < G; ++r) {
@@ -116,16 +153,37 @@ inline void block_group(const QueryRow* rows, SoftmaxState* states, const T* con
     any |= states[r].update(sr + a, b - a);
     acc[r] = states[r].acc();
   }
-  if (any) block_values<G>(s, vp, a, b, d, acc);
+  if (!any) return;
+  if (use_wide)
+    wide::values<G>(s, kBlock, vp, a, b, d, acc);
+  else
+    block_values<G>(s, vp, a, b, d, acc);
 }
 
 }  // namespace detail
 
-// Runs rows[0..nrows) (nrows <= kMaxRows) over keys [begin, end) of head h of `kv` (a source
-// with fill(t0, n, h, kp, vp)), updating states[0..nrows) (initialised by the caller).
+// A query row as attend() reads it: f32, times the scale, in the kernel's element order.
+template <class T>
+inline void load_query(const T* src, int64_t d, float scale, float* dst) {
+  load_row_f32(src, d, scale, dst);
+  if (wide::kEvenOdd<T> && wide::usable<T>(d)) wide::to_wide_order(dst, d);
+}
+// Puts a state's accumulator back in natural order; call once before finalize.
+template <class T>
+inline void restore_order(const SoftmaxState& state, int64_t d) {
+  if (wide::kEvenOdd<T> && wide::usable<T>(d)) wide::from_wide_order(state.acc(), d);
+}
+
+// Runs query rows over keys [begin, end) of KV heads h0 .. h0+heads-1 of `kv` (a source with
+// fill(t0, n, h, kp, vp)). Rows are head-major: rows [k * per_head, (k+1) * per_head) read
+// head h0 + k; heads * per_head <= kMaxRows, heads <= kMaxHeads. states (one per row) are
+// initialised by the caller. Several heads per call let a thread stream whole token rows
+// (NHD) or whole pages (HND) instead of a 1/Hkv slice of them.
 template <class T, class Kv>
-void attend(const Kv& kv, int64_t h, int64_t begin, int64_t end, const QueryRow* rows,
-            int nrows, int64_t d, float soft_cap, SoftmaxState* states, AttendScratch& scratch) {
+void attend(const Kv& kv, int64_t h0, int heads, int64_t begin, int64_t end,
+            const QueryRow* rows, int per_head, int64_t d, float soft_cap, SoftmaxState* states,
+            AttendScratch& scratch) {
+  const int nrows = heads * per_head;
   // Only the keys that some row sees.
   int64_t lo = end, hi = begin;
   for (int r = 0; r < nrows; ++r) {
@@ -135,22 +193,46 @@ void attend(const Kv& kv, int64_t h, int64_t begin, int64_t end, const QueryRow*
   }
   begin = std::max(begin, lo);
   end = std::min(end, hi);
-  const T* kp[kBlock];
-  const T* vp[kBlock];
+  // Addresses of this block and the next; the next block's rows are prefetched while this
+  // one computes (the hardware prefetcher does not follow rows across shuffled pages).
+  const T* kbuf[2][kMaxHeads][kBlock];
+  const T* vbuf[2][kMaxHeads][kBlock];
+  int cur = 0;
+  if (begin < end)
+    for (int k = 0; k < heads; ++k)
+      kv.fill(begin, int(std::min<int64_t>(kBlock, end - begin)), h0 + k, kbuf[0][k], vbuf[0][k]);
   for (int64_t t0 = begin; t0 < end; t0 += kBlock) {
     const int n = int(std::min<int64_t>(kBlock, end - t0));
-    kv.fill(t0, n, h, kp, vp);
-    int r = 0;
-    for (; r + 4 <= nrows; r += 4)
-      detail::block_group<4>(rows + r, states + r, kp, vp, t0, n, d, soft_cap,
-                             scratch.logits + r * kBlock);
-    float* s = scratch.logits + r * kBlock;
-    switch (nrows - r) {
-      case 3: detail::block_group<3>(rows + r, states + r, kp, vp, t0, n, d, soft_cap, s); break;
-      case 2: detail::block_group<2>(rows + r, states + r, kp, vp, t0, n, d, soft_cap, s); break;
-      case 1: detail::block_group<1>(rows + r, states + r, kp, vp, t0, n, d, soft_cap, s); break;
-      default: break;
+    const int n1 = int(std::clamp<int64_t>(end - t0 - kBlock, 0, kBlock));
+    for (int k = 0; k < heads; ++k) {
+      Prefetch<T> pf;  // head k of the next block, issued by this head's first row group
+      if (n1 > 0) {
+        kv.fill(t0 + kBlock, n1, h0 + k, kbuf[cur ^ 1][k], vbuf[cur ^ 1][k]);
+        // Only a lone head's rows need it: they are short runs at a stride the hardware
+        // prefetcher loses across pages. Several heads per task read whole token rows
+        // (NHD) or page runs (HND), which it follows better than extra instructions do.
+        if (heads == 1)
+          pf = Prefetch<T>{kbuf[cur ^ 1][k], vbuf[cur ^ 1][k], n1, d * int64_t(sizeof(T))};
+      }
+      const Prefetch<T> none;
+      const T* const* kp = kbuf[cur][k];
+      const T* const* vp = vbuf[cur][k];
+      const QueryRow* hr = rows + k * per_head;
+      SoftmaxState* hs = states + k * per_head;
+      int r = 0;
+      for (; r + 4 <= per_head; r += 4)
+        detail::block_group<4>(hr + r, hs + r, kp, vp, t0, n, d, soft_cap,
+                               scratch.logits + r * kBlock, r == 0 ? pf : none);
+      float* s = scratch.logits + r * kBlock;
+      const Prefetch<T>& tail_pf = r == 0 ? pf : none;
+      switch (per_head - r) {
+        case 3: detail::block_group<3>(hr + r, hs + r, kp, vp, t0, n, d, soft_cap, s, tail_pf); break;
+        case 2: detail::block_group<2>(hr + r, hs + r, kp, vp, t0, n, d, soft_cap, s, tail_pf); break;
+        case 1: detail::block_group<1>(hr + r, hs + r, kp, vp, t0, n, d, soft_cap, s, tail_pf); break;
+        default: break;
+      }
     }
+    cur ^= 1;
   }
 }
 

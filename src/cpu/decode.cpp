@@ -2,6 +2,8 @@
 // items of split rows write f32 partials that a second pass merges per (row, head).
 #include <algorithm>
 
+#include <omp.h>
+
 #include "cpu/attend.h"
 #include "cpu/cpu_ops.h"
 #include "cpu/dispatch.h"
@@ -29,26 +31,43 @@ void decode_typed(const Workspace::Impl& ws, const Plan& plan, const Tensor& q,
   float* partial_lse = ws.partial_lse();
   const float scale = params.scale;
 
+  // KV heads per task: as many as keep every thread busy (at least 4 tasks per thread), so
+  // a task streams several heads' rows of each token instead of one slice.
+  const int64_t rows_cap = group <= kMaxRows ? std::min<int64_t>(kMaxHeads, kMaxRows / group) : 1;
+  int64_t heads_per_task = 1;
+  for (int64_t hg = rows_cap; hg > 1; --hg)
+    if (hkv % hg == 0 && num_work * (hkv / hg) >= 4 * int64_t(omp_get_max_threads())) {
+      heads_per_task = hg;
+      break;
+    }
+  const int64_t head_groups = hkv / heads_per_task;
+
 #pragma omp parallel for schedule(dynamic, 1)
-  for (int64_t task = 0; task < num_work * hkv; ++task) {
-    const WorkItem item = items[task / hkv];
-    const int64_t h = task % hkv, b = item.row;
+  for (int64_t task = 0; task < num_work * head_groups; ++task) {
+    const WorkItem item = items[task / head_groups];
+    const int64_t h0 = (task % head_groups) * heads_per_task, b = item.row;
     const int64_t len = view.length(b);
     const int64_t lo = params.window_left >= 0 ? std::max<int64_t>(0, len - 1 - params.window_left) : 0;
     TaskScratch& sc = task_scratch(d);
-    for (int64_t g0 = 0; g0 < group; g0 += kMaxRows) {
-      const int rows = int(std::min<int64_t>(kMaxRows, group - g0));
+    // Query heads h0*group .. (h0+heads_per_task)*group, kMaxRows at a time (one KV head per
+    // chunk when a group alone exceeds kMaxRows).
+    const int64_t first_head = h0 * group, num_heads = heads_per_task * group;
+    for (int64_t c0 = 0; c0 < num_heads; c0 += kMaxRows) {
+      const int rows = int(std::min<int64_t>(kMaxRows, num_heads - c0));
       for (int r = 0; r < rows; ++r) {
-        const int64_t head = h * group + g0 + r;
+        const int64_t head = first_head + c0 + r;
         float* qr = sc.q.data() + r * d;
-        load_row_f32(qp + b * qs0 + head * qs1, d, scale, qr);
+        load_query<T>(qp + b * qs0 + head * qs1, d, scale, qr);
         sc.rows[r] = QueryRow{qr, lo, len, {}};
         sc.states[r].init(sc.acc.data() + r * d, d);
       }
-      attend<T>(view.row(b), h, item.begin, item.end, sc.rows, rows, d, params.logits_soft_cap,
-                sc.states, sc.attend);
+      const int64_t kv_head = (first_head + c0) / group;
+      const int heads = group <= kMaxRows ? int(heads_per_task) : 1;
+      attend<T>(view.row(b), kv_head, heads, item.begin, item.end, sc.rows, rows / heads, d,
+                params.logits_soft_cap, sc.states, sc.attend);
       for (int r = 0; r < rows; ++r) {
-        const int64_t head = h * group + g0 + r;
+        const int64_t head = first_head + c0 + r;
+        restore_order<T>(sc.states[r], d);
         if (item.slot < 0) {
           sc.states[r].finalize(op + b * os0 + head * os1);
           if (lp) lp[b * ls0 + head * ls1] = sc.states[r].lse();

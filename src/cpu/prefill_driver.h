@@ -49,17 +49,18 @@ void run_prefill(const Problem& pb, const WorkItem* items, int64_t num_items, in
         const int64_t i = item.begin + (first + r) / group;
         const int64_t head = h * group + (first + r) % group;
         float* qr = sc.q.data() + r * d;
-        load_row_f32(pb.q(b, i, head), d, params.scale, qr);
+        load_query<T>(pb.q(b, i, head), d, params.scale, qr);
         int64_t lo, hi;
         visible_range(i + shape.offset, shape.kv_len, causal, params.window_left, lo, hi);
         sc.rows[r] = QueryRow{qr, lo, hi, pb.mask(b, head, i)};
         sc.states[r].init(sc.acc.data() + r * d, d);
       }
-      attend<T>(source, h, 0, shape.kv_len, sc.rows, rows, d, params.logits_soft_cap, sc.states,
+      attend<T>(source, h, 1, 0, shape.kv_len, sc.rows, rows, d, params.logits_soft_cap, sc.states,
                 sc.attend);
       for (int r = 0; r < rows; ++r) {
         const int64_t i = item.begin + (first + r) / group;
         const int64_t head = h * group + (first + r) % group;
+        restore_order<T>(sc.states[r], d);
         sc.states[r].finalize(pb.out(b, i, head));
         if (float* l = pb.lse(b, i, head)) *l = sc.states[r].lse();
       }

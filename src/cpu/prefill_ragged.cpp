@@ -57,7 +57,7 @@ void ragged_typed(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
                       v.stride(1), out.stride(0), out.stride(1),
                       has_lse ? lse.stride(0) : 0, has_lse ? lse.stride(1) : 0};
   const int64_t batch = qo_indptr.numel() - 1;
-  std::vector<int64_t> q_lens(size_t(batch));
+  std::vector<int64_t> q_lens(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) q_lens[size_t(b)] = qo[b + 1] - qo[b];
   const std::vector<WorkItem> items = query_tiles(q_lens, 16);
   const int64_t hkv = k.size(1);

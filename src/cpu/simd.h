@@ -15,6 +15,10 @@
 #include <immintrin.h>
 #endif
 
+// The vector types never cross a non-inlined ABI boundary; a portable build (no AVX) would
+// otherwise warn that returning them by value has a different ABI.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace flashpage::cpu {
 
 // Storage types of the 16-bit formats; distinct so templates can tell them apart.

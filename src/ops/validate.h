@@ -1,0 +1,39 @@
+#pragma once
+// Validation shared by the attention entry points (src/ops/*.cpp). Each helper throws
+// flashpage::Error naming the argument, what was expected and what was given.
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "flashpage/ops.h"
+#include "ops/workspace.h"
+
+namespace flashpage::ops_detail {
+
+// window_left >= -1, soft cap finite and >= 0, scale finite; returns a copy with
+// scale <= 0 resolved to 1/sqrt(head_dim).
+AttentionParams resolve_params(const AttentionParams& params, int64_t head_dim);
+
+// q/k/v/out: f32|f16|bf16, `dtype` when given (as `of`), on `device`, last dim contiguous.
+void check_operand(const Tensor& t, std::string_view name, DType dtype, std::string_view of,
+                   Device device);
+// out: the query's shape (`layout` names it), dtype and device, last dim contiguous.
+void check_out(const Tensor& out, const Tensor& q, std::string_view layout);
+// lse (when defined): f32 with exactly `shape` on `device`.
+void check_lse(const Tensor& lse, const Shape& shape, std::string_view layout, Device device);
+// mask element types: bool | f32 | f16 | bf16.
+void check_mask_dtype(const Tensor& mask);
+
+void check_workspace(const Workspace& ws, Device device);
+// plan: of `kind`, made on this workspace by its latest plan_* call, for `device`.
+void check_plan(const Workspace& ws, const Plan& plan, Plan::Kind kind, Device device);
+void check_plan_shape(const Plan& plan, int64_t batch, int64_t hq, int64_t hkv, int64_t d,
+                      int64_t page_size);
+// CPU runs: the plan's work items read only what the current table holds and write every
+// output row (q_lens: queries per row for prefill, empty for decode).
+void check_decode_items(const Workspace& ws, const Plan& plan, const std::vector<int64_t>& lengths);
+void check_prefill_items(const Workspace& ws, const std::vector<int64_t>& q_lens);
+
+[[noreturn]] void no_cuda(std::string_view op);
+
+}  // namespace flashpage::ops_detail

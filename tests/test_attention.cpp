@@ -1,0 +1,269 @@
+// The seed's interface: backend parsing and selection, TorchNativeAttentionKernel on
+// contiguous inputs, FlashInferAttentionKernel on paged (pool) and ragged contexts.
+#include <map>
+
+#include "test_util.h"
+
+namespace fpt {
+namespace {
+
+TEST(Backend, Parse) {
+  for (const char* s : {"torch_native", "TORCH_NATIVE", "TorchNative", "torchnative", "Torch_Native"})
+    EXPECT_EQ(parse_backend(s), AttentionBackend::TorchNative) << s;
+  for (const char* s : {"flashinfer", "FlashInfer", "FLASHINFER", "", "   "})
+    EXPECT_EQ(parse_backend(s), AttentionBackend::FlashInfer) << "'" << s << "'";
+  EXPECT_EQ(backend_id(AttentionBackend::TorchNative), "torch_native");
+  EXPECT_EQ(backend_id(AttentionBackend::FlashInfer), "flashinfer");
+  EXPECT_EQ(parse_backend(backend_id(AttentionBackend::TorchNative)), AttentionBackend::TorchNative);
+  for (const char* s : {"flash", "torch", "sdpa", "flashinfer2"}) {
+    try {
+      parse_backend(s);
+      ADD_FAILURE() << s << ": expected Error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("expected torch_native|flashinfer"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(Backend, InstallAndCurrent) {
+  AttentionKernel& t = install_backend(AttentionBackend::TorchNative);
+  EXPECT_EQ(t.backend(), AttentionBackend::TorchNative);
+  EXPECT_EQ(&current_kernel(), &t);
+  EXPECT_NE(dynamic_cast<TorchNativeAttentionKernel*>(&t), nullptr);
+  AttentionKernel& f = install_backend(AttentionBackend::FlashInfer);
+  const std::string why = flashinfer_unavailable_reason();
+  EXPECT_EQ(f.backend(), why.empty() ? AttentionBackend::FlashInfer : AttentionBackend::TorchNative)
+      << "unavailable reason: " << why;
+  EXPECT_EQ(&current_kernel(), &f);
+  EXPECT_EQ(current_kernel().backend(), f.backend());
+}
+
+// ---- torch_native ----------------------------------------------------------------------------
+void run_torch_native(Rng& rng, Device device, DType dtype, bool causal, bool with_mask) {
+  SCOPED_TRACE(device.str() + " " + std::string(dtype_name(dtype)) + " causal=" +
+               std::to_string(causal) + " mask=" + std::to_string(with_mask));
+  const int64_t B = 2, Hq = 8, Hkv = 2, S = 5, L = 9, D = 64;
+  const Tensor q = random_tensor(rng, {B, Hq, S, D}, dtype, device, -2, 2);
+  const Tensor k = random_tensor(rng, {B, Hkv, L, D}, dtype, device, -2, 2);
+  const Tensor v = random_tensor(rng, {B, Hkv, L, D}, dtype, device);
+  Tensor mask;
+  if (with_mask) {
+    Tensor h = Tensor::empty({B, 1, S, L}, DType::boolean);
+    for (int64_t i = 0; i < h.numel(); ++i) h.data_as<uint8_t>()[i] = rng.coin(0.7);
+    mask = h.to(device);
+  }
+  AttentionContext ctx = AttentionContext::contiguous(0.0f, causal);
+  ctx.return_lse = true;
+  ctx.lse = poisoned({B, Hq, S}, DType::f32, device);
+  const oracle::Result ref = oracle::sdpa(q, k, v, mask, ctx.params());
+  TorchNativeAttentionKernel kernel;
+  const Tensor out = kernel.forward(q, k, v, mask, ctx);
+  expect_output(out, ref.out, dtype);
+  expect_lse(ctx.lse, ref.lse, dtype);
+
+  Tensor out2 = poisoned({B, Hq, S, D}, dtype, device);
+  ctx.lse.fill_(std::nan(""));
+  kernel.forward_into(q, k, v, mask, ctx, out2);
+  expect_output(out2, ref.out, dtype, "forward_into");
+  expect_lse(ctx.lse, ref.lse, dtype);
+}
+
+TEST(TorchNative, CpuMatchesOracle) {
+  FP_SEEDED_RNG(rng);
+  FP_CASE(run_torch_native(rng, Device::cpu(), DType::f32, false, false));
+  FP_CASE(run_torch_native(rng, Device::cpu(), DType::f32, true, false));
+  FP_CASE(run_torch_native(rng, Device::cpu(), DType::f32, false, true));
+  FP_CASE(run_torch_native(rng, Device::cpu(), DType::bf16, true, false));
+}
+
+TEST(TorchNative, CudaMatchesOracle) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::bf16, DType::f16}) {
+    FP_CASE(run_torch_native(rng, cuda0(), t, true, false));
+    FP_CASE(run_torch_native(rng, cuda0(), t, false, true));
+  }
+}
+
+TEST(TorchNative, MaskAndCausalIsAnError) {
+  const Tensor q = Tensor::zeros({1, 2, 3, 64}, DType::f32);
+  const AttentionContext ctx = AttentionContext::contiguous(0.0f, true);
+  TorchNativeAttentionKernel kernel;
+  EXPECT_THROW(kernel.forward(q, q, q, Tensor::zeros({3, 3}, DType::boolean), ctx), Error);
+}
+
+// ---- flashinfer over the page pool --------------------------------------------------------
+
+// [B, H, S, D] -> [B*S, H, D] on the host: token-major, as the oracle's ragged form.
+Tensor tokens(const Tensor& t) {
+  const Tensor h = t.to(Device::cpu()).transpose(1, 2).contiguous();
+  return h.view({t.size(0) * t.size(2), t.size(1), t.size(3)});
+}
+
+struct History {  // every token put so far, per (layer, row): [t][h*d]
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::vector<double>>> k, v;
+};
+
+void flashinfer_step(Rng& rng, KvCachePool& pool, Workspace& ws, History& hist,
+                     int64_t start_pos, int64_t S, int64_t Hq, bool return_lse) {
+  const auto& cfg = pool.config();
+  const int64_t B = int64_t(pool.active().size()), Hkv = cfg.kv_heads, D = cfg.head_dim;
+  SCOPED_TRACE("step start_pos=" + std::to_string(start_pos) + " S=" + std::to_string(S));
+  const KvCacheMetadata& meta = pool.metadata(start_pos + S);
+  FlashInferAttentionKernel kernel;
+  for (int64_t layer = 0; layer < cfg.layers; ++layer) {
+    SCOPED_TRACE("layer " + std::to_string(layer));
+    const Tensor q = random_tensor(rng, {B, Hq, S, D}, cfg.dtype, cfg.device, -2, 2);
+    const Tensor k = random_tensor(rng, {B, Hkv, S, D}, cfg.dtype, cfg.device, -2, 2);
+    const Tensor v = random_tensor(rng, {B, Hkv, S, D}, cfg.dtype, cfg.device);
+    // Mirror the new tokens, then build the full history [sum L, Hkv, D] for the oracle.
+    const oracle::Dense dk = oracle::dense(k), dv = oracle::dense(v);
+    std::vector<int64_t> kv_indptr{0}, qo{0};
+    std::vector<float> all_k, all_v;
+    for (int64_t b = 0; b < B; ++b) {
+      auto& rk = hist.k[{layer, pool.active()[size_t(b)]}];
+      auto& rv = hist.v[{layer, pool.active()[size_t(b)]}];
+      rk.resize(size_t(start_pos + S));
+      rv.resize(size_t(start_pos + S));
+      for (int64_t s = 0; s < S; ++s) {
+        rk[size_t(start_pos + s)].clear();
+        rv[size_t(start_pos + s)].clear();
+        for (int64_t h = 0; h < Hkv; ++h)
+          for (int64_t x = 0; x < D; ++x) {
+            rk[size_t(start_pos + s)].push_back(dk.at({b, h, s, x}));
+            rv[size_t(start_pos + s)].push_back(dv.at({b, h, s, x}));
+          }
+      }
+      for (const auto& tok : rk) all_k.insert(all_k.end(), tok.begin(), tok.end());
+      for (const auto& tok : rv) all_v.insert(all_v.end(), tok.begin(), tok.end());
+      kv_indptr.push_back(kv_indptr.back() + start_pos + S);
+      qo.push_back(qo.back() + S);
+    }
+    const int64_t N = kv_indptr.back();
+    Tensor hk = Tensor::from_blob(all_k.data(), {N, Hkv, D}, DType::f32);
+    Tensor hv = Tensor::from_blob(all_v.data(), {N, Hkv, D}, DType::f32);
+    AttentionContext ctx = AttentionContext::paged(0.0f, true, Hq, Hkv, D, layer, start_pos, S,
+                                                   &pool, &meta, &ws);
+    ctx.return_lse = return_lse;
+    if (return_lse) ctx.lse = poisoned({B, Hq, S}, DType::f32, cfg.device);
+    const oracle::Result ref = oracle::prefill_ragged(tokens(q), hk, hv, host_ints(qo),
+                                                      host_ints(kv_indptr), ctx.params());
+    Tensor out = poisoned({B, Hq, S, D}, cfg.dtype, cfg.device);
+    kernel.forward_into(q, k, v, Tensor(), ctx, out);
+    expect_output(tokens(out), ref.out, cfg.dtype);
+    if (return_lse) {
+      const Tensor lse_tokens = ctx.lse.to(Device::cpu()).transpose(1, 2).contiguous().view({B * S, Hq});
+      expect_lse(lse_tokens, ref.lse, cfg.dtype);
+    }
+  }
+}
+
+void run_flashinfer_paged(Device device, DType dtype, KvLayout layout, int64_t page_size, int64_t D) {
+  FP_SEEDED_RNG(rng);
+  SCOPED_TRACE(device.str() + " " + std::string(dtype_name(dtype)) + " " +
+               std::string(layout_name(layout)) + " P=" + std::to_string(page_size) +
+               " D=" + std::to_string(D));
+  KvCacheConfig cfg;
+  cfg.layers = 2;
+  cfg.kv_heads = 2;
+  cfg.head_dim = D;
+  cfg.page_size = page_size;
+  cfg.num_pages = 3 * (64 + page_size) / page_size + 4;
+  cfg.dtype = dtype;
+  cfg.device = device;
+  cfg.layout = layout;
+  KvCachePool pool(cfg);
+  Workspace ws(device, size_t(16) << 20);
+  History hist;
+  const int64_t a = pool.bind_request(60), b = pool.bind_request(40), c = pool.bind_request(30);
+  pool.activate(std::vector<int64_t>{c, a, b});
+  const int64_t Hq = 8;
+  // Each step puts its tokens before attending, so a failing step leaves the history whole.
+  FP_CASE(flashinfer_step(rng, pool, ws, hist, 0, 17, Hq, true));   // prefill from empty
+  FP_CASE(flashinfer_step(rng, pool, ws, hist, 17, 1, Hq, true));   // decode
+  FP_CASE(flashinfer_step(rng, pool, ws, hist, 18, 1, Hq, false));  // decode, no lse
+  FP_CASE(flashinfer_step(rng, pool, ws, hist, 19, 6, Hq, true));   // prefill over a cached prefix
+}
+
+TEST(FlashInfer, CpuPagedPrefillThenDecode) {
+  FP_CASE(run_flashinfer_paged(Device::cpu(), DType::f32, KvLayout::NHD, 16, 64));
+  FP_CASE(run_flashinfer_paged(Device::cpu(), DType::f32, KvLayout::HND, 3, 40));
+  FP_CASE(run_flashinfer_paged(Device::cpu(), DType::bf16, KvLayout::NHD, 1, 64));
+}
+
+TEST(FlashInfer, CudaPagedPrefillThenDecode) {
+  FP_REQUIRE_CUDA();
+  for (DType t : {DType::bf16, DType::f16}) {
+    FP_CASE(run_flashinfer_paged(cuda0(), t, KvLayout::NHD, 16, 128));
+    FP_CASE(run_flashinfer_paged(cuda0(), t, KvLayout::HND, 1, 64));
+    FP_CASE(run_flashinfer_paged(cuda0(), t, KvLayout::NHD, 64, 256));
+  }
+}
+
+void run_flashinfer_ragged(Rng& rng, Device device, DType dtype, bool causal, int64_t Hq, int64_t Hkv) {
+  SCOPED_TRACE(device.str() + " causal=" + std::to_string(causal) + " Hq=" + std::to_string(Hq) +
+               " Hkv=" + std::to_string(Hkv));
+  const int64_t D = 64;
+  const std::vector<int64_t> indptr{0, 5, 5, 22, 23};
+  const int64_t N = indptr.back();
+  const Tensor q = random_tensor(rng, {N, Hq, D}, dtype, device, -2, 2);
+  const Tensor k = random_tensor(rng, {N, Hkv, D}, dtype, device, -2, 2);
+  const Tensor v = random_tensor(rng, {N, Hkv, D}, dtype, device);
+  AttentionContext ctx =
+      AttentionContext::ragged(0.0f, causal, Hq, Hkv, D, host_ints(indptr).to(device));
+  EXPECT_TRUE(ctx.is_ragged_contiguous());
+  EXPECT_FALSE(ctx.is_paged());
+  ctx.return_lse = true;
+  ctx.lse = poisoned({N, Hq}, DType::f32, device);
+  const oracle::Result ref = oracle::prefill_ragged(q, k, v, ctx.indptr, Tensor(), ctx.params());
+  FlashInferAttentionKernel kernel;
+  const Tensor out = kernel.forward(q, k, v, Tensor(), ctx);
+  expect_output(out, ref.out, dtype);
+  expect_lse(ctx.lse, ref.lse, dtype);
+}
+
+TEST(FlashInfer, CpuRaggedContiguous) {
+  FP_SEEDED_RNG(rng);
+  for (bool causal : {true, false}) {
+    FP_CASE(run_flashinfer_ragged(rng, Device::cpu(), DType::f32, causal, 4, 4));
+    FP_CASE(run_flashinfer_ragged(rng, Device::cpu(), DType::f32, causal, 8, 2));
+  }
+}
+
+TEST(FlashInfer, CudaRaggedContiguous) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (bool causal : {true, false}) FP_CASE(run_flashinfer_ragged(rng, cuda0(), DType::bf16, causal, 8, 2));
+}
+
+TEST(FlashInfer, ContextErrors) {
+  FlashInferAttentionKernel kernel;
+  const Tensor q = Tensor::zeros({1, 2, 3, 64}, DType::f32);
+  // Neither paged nor ragged.
+  EXPECT_THROW(kernel.forward(q, q, q, Tensor(), AttentionContext::contiguous(0.0f, true)), Error);
+  // Paged without a workspace.
+  KvCacheConfig cfg;
+  cfg.kv_heads = 2;
+  cfg.head_dim = 64;
+  cfg.page_size = 4;
+  cfg.num_pages = 4;
+  cfg.dtype = DType::f32;
+  KvCachePool pool(cfg);
+  const int64_t a = pool.bind_request(8);
+  pool.activate(std::vector<int64_t>{a});
+  const KvCacheMetadata& meta = pool.metadata(3);
+  const AttentionContext ctx =
+      AttentionContext::paged(0.0f, true, 2, 2, 64, 0, 0, 3, &pool, &meta, nullptr);
+  EXPECT_TRUE(ctx.is_paged());
+  try {
+    kernel.forward(q, Tensor::zeros({1, 2, 3, 64}, DType::f32), Tensor::zeros({1, 2, 3, 64}, DType::f32),
+                   Tensor(), ctx);
+    ADD_FAILURE() << "paged without workspace: expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("orkspace"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fpt
