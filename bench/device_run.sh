@@ -72,6 +72,8 @@ for stage in $STAGES; do
       ;;
   esac
 done
+# Only a few files come back from the device: logs travel as one archive.
+(cd "$OUT" && tar czf logs.tar.gz --remove-files *.log *.jsonl *.err *.csv failures.txt 2>/dev/null)
 echo "==== summary"
 cat "$summary"
 [ -f "$OUT/decode_table.txt" ] && cat "$OUT/decode_table.txt"

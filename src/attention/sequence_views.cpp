@@ -22,17 +22,6 @@ Tensor tokens_as_sequence(const Tensor& tokens, int64_t begin, int64_t end) {
   return s.as_strided(shape, strides).transpose(1, 2);
 }
 
-void sdpa_into_view(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                    const AttentionParams& params, Tensor out, const Tensor& lse, void* stream) {
-  if (out.is_contiguous()) {
-    sdpa(q.contiguous(), k.contiguous(), v.contiguous(), mask, params, out, lse, stream);
-    return;
-  }
-  Tensor tmp = Tensor::empty(out.shape(), out.dtype(), out.device());
-  sdpa(q.contiguous(), k.contiguous(), v.contiguous(), mask, params, tmp, lse, stream);
-  out.copy_(tmp);
-}
-
 Tensor lse_for(const AttentionContext& ctx, const Shape& expected) {
   if (!ctx.return_lse) return {};
   check::require(ctx.lse.defined(), "ctx.lse: return_lse needs a preallocated f32 tensor ",

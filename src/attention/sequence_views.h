@@ -1,6 +1,7 @@
 #pragma once
 // Small helpers the two backends share: host copies of index tensors, views of a ragged
-// token range as one [1, H, n, D] sequence, and the per-workspace plan cache.
+// token range as one [1, H, n, D] sequence (the ops take strided views: no copies), and the
+// LSE tensor a forward fills.
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -14,10 +15,6 @@ std::vector<int64_t> host_index_values(const Tensor& t, std::string_view name);
 
 // Tokens [begin, end) of a ragged [N, H, D] tensor viewed as [1, H, end-begin, D].
 Tensor tokens_as_sequence(const Tensor& tokens, int64_t begin, int64_t end);
-
-// sdpa into `out`, going through a contiguous temporary when out is a strided view.
-void sdpa_into_view(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                    const AttentionParams& params, Tensor out, const Tensor& lse, void* stream);
 
 // The lse tensor a forward should fill, checked against the shape the op produces.
 Tensor lse_for(const AttentionContext& ctx, const Shape& expected);

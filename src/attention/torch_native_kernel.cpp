@@ -11,7 +11,6 @@ namespace {
 
 using attention_detail::host_index_values;
 using attention_detail::lse_for;
-using attention_detail::sdpa_into_view;
 using attention_detail::tokens_as_sequence;
 
 // Row b's slice of a mask given for a whole batch ([S,L], [B,S,L] or [B,H,S,L]).
@@ -45,10 +44,10 @@ void TorchNativeAttentionKernel::forward_into(const Tensor& query, const Tensor&
     const std::vector<int64_t> seg = host_index_values(ctx.indptr, "ctx.indptr");
     for (size_t b = 0; b + 1 < seg.size(); ++b) {
       if (seg[b + 1] == seg[b]) continue;
-      sdpa_into_view(tokens_as_sequence(query, seg[b], seg[b + 1]),
-                     tokens_as_sequence(key, seg[b], seg[b + 1]),
-                     tokens_as_sequence(value, seg[b], seg[b + 1]), mask, params,
-                     tokens_as_sequence(out, seg[b], seg[b + 1]), {}, ctx.stream);
+      Tensor seg_out = tokens_as_sequence(out, seg[b], seg[b + 1]);
+      sdpa(tokens_as_sequence(query, seg[b], seg[b + 1]),
+           tokens_as_sequence(key, seg[b], seg[b + 1]),
+           tokens_as_sequence(value, seg[b], seg[b + 1]), mask, params, seg_out, {}, ctx.stream);
     }
     return;
   }
@@ -93,12 +92,13 @@ void TorchNativeAttentionKernel::forward_into(const Tensor& query, const Tensor&
     offset += len;
     if (ragged_q) {
       if (qo[size_t(b) + 1] == qo[size_t(b)]) continue;
-      sdpa_into_view(tokens_as_sequence(query, qo[size_t(b)], qo[size_t(b) + 1]), k, v, {},
-                     params, tokens_as_sequence(out, qo[size_t(b)], qo[size_t(b) + 1]), {},
-                     ctx.stream);
+      Tensor row_out = tokens_as_sequence(out, qo[size_t(b)], qo[size_t(b) + 1]);
+      sdpa(tokens_as_sequence(query, qo[size_t(b)], qo[size_t(b) + 1]), k, v, {}, params,
+           row_out, {}, ctx.stream);
     } else {
-      sdpa_into_view(query.slice(0, b, b + 1), k, v, mask_for_row(mask, b, batch, len), params,
-                     out.slice(0, b, b + 1), {}, ctx.stream);
+      Tensor row_out = out.slice(0, b, b + 1);
+      sdpa(query.slice(0, b, b + 1), k, v, mask_for_row(mask, b, batch, len), params, row_out,
+           {}, ctx.stream);
     }
   }
 }

@@ -13,11 +13,35 @@
 namespace flashpage::cuda {
 namespace {
 
-constexpr int kMergeMaxThreads = 256;
+constexpr int kMergeThreads = 256;
+constexpr int kMergeWarps = kMergeThreads / 32;
+constexpr int kMergeUnroll = 4;  // partial loads in flight per thread
 
+// Block-wide max / sum through shared memory (every thread gets the result).
+template <class Op>
+__device__ __forceinline__ float block_reduce(float x, float* scratch, Op op) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) x = op(x, __shfl_xor_sync(0xffffffffu, x, o));
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = x;
+  __syncthreads();
+  x = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kMergeWarps; ++w) x = op(x, scratch[w]);
+  __syncthreads();  // scratch is reused by the next reduction
+  return x;
+}
+
+// One block per (row, query head) of a split row: out = sum_s exp(lse_s - lse) * o_s with
+// lse = logsumexp_s(lse_s), the merge rule of SoftmaxState written for many states at once.
+// The partials are spread over all threads (dims x slot groups) with several loads in flight
+// each, so a row split into a hundred chunks merges at memory speed, not at one load latency
+// per chunk.
 template <class T>
-__global__ void decode_merge_kernel(const __grid_constant__ DecodeArgs a, int head_dim) {
-  const int row = int(blockIdx.x), head = int(blockIdx.y);
+__global__ void __launch_bounds__(kMergeThreads)
+    decode_merge_kernel(const __grid_constant__ DecodeArgs a, int head_dim) {
+  __shared__ float scratch[kMergeWarps];
+  __shared__ float acc_by_group[kMergeThreads];
+  const int row = int(blockIdx.x), head = int(blockIdx.y), tid = int(threadIdx.x);
   const int32_t* ints = a.work_ints;
   const int num_work = ints[0], num_partials = ints[1];
   // Offsets come from the device header so a replayed graph follows a re-plan.
@@ -26,21 +50,46 @@ __global__ void decode_merge_kernel(const __grid_constant__ DecodeArgs a, int he
   const int s0 = merge_indptr[row], s1 = merge_indptr[row + 1];
   if (s0 == s1) return;  // not split: the decode kernel wrote this row
   const float* partial_lse = a.partial_out + int64_t(num_partials) * a.num_qo_heads * head_dim;
-  T* out = static_cast<T*>(a.out);
-  for (int dim = int(threadIdx.x); dim < head_dim; dim += int(blockDim.x)) {
-    SoftmaxState<1> st;
-    st.init();
-    for (int s = s0; s < s1; ++s) {
-      const int64_t at = int64_t(s) * a.num_qo_heads + head;
-      SoftmaxState<1> part;
-      const float po[1] = {a.partial_out[at * head_dim + dim]};
-      part.set_normalized(po, partial_lse[at]);
-      st.merge(part);
+  auto lse_of = [&](int s) { return partial_lse[int64_t(s) * a.num_qo_heads + head]; };
+
+  float m = kNegInf;
+  for (int s = s0 + tid; s < s1; s += kMergeThreads) m = fmaxf(m, lse_of(s));
+  m = block_reduce(m, scratch, [](float x, float y) { return fmaxf(x, y); });
+  float sum = 0.0f;
+  if (m != kNegInf)
+    for (int s = s0 + tid; s < s1; s += kMergeThreads) sum += __expf(lse_of(s) - m);
+  sum = block_reduce(sum, scratch, [](float x, float y) { return x + y; });
+  const float lse = m == kNegInf ? kNegInf : m + __logf(sum);
+
+  const int groups = kMergeThreads / head_dim;  // head_dim <= 256 divides 256
+  const int dim = tid % head_dim, group = tid / head_dim;
+  float acc = 0.0f;
+  if (lse != kNegInf && group < groups) {
+    int s = s0 + group;
+    for (; s + (kMergeUnroll - 1) * groups < s1; s += kMergeUnroll * groups) {
+      float w[kMergeUnroll], o[kMergeUnroll];
+#pragma unroll
+      for (int u = 0; u < kMergeUnroll; ++u) {
+        const int su = s + u * groups;
+        w[u] = lse_of(su);
+        o[u] = a.partial_out[(int64_t(su) * a.num_qo_heads + head) * head_dim + dim];
+      }
+#pragma unroll
+      for (int u = 0; u < kMergeUnroll; ++u) acc += __expf(w[u] - lse) * o[u];
     }
+    for (; s < s1; s += groups)
+      acc += __expf(lse_of(s) - lse) *
+             a.partial_out[(int64_t(s) * a.num_qo_heads + head) * head_dim + dim];
+  }
+  acc_by_group[tid] = acc;
+  __syncthreads();
+  if (group == 0) {
+    for (int g = 1; g < groups; ++g) acc += acc_by_group[g * head_dim + dim];
+    T* out = static_cast<T*>(a.out);
     out[int64_t(row) * a.out_stride_batch + int64_t(head) * a.out_stride_head + dim] =
-        from_float<T>(st.normalized(0));
+        from_float<T>(acc);
     if (a.lse != nullptr && dim == 0)
-      a.lse[int64_t(row) * a.lse_stride_batch + int64_t(head) * a.lse_stride_head] = st.lse();
+      a.lse[int64_t(row) * a.lse_stride_batch + int64_t(head) * a.lse_stride_head] = lse;
   }
 }
 
@@ -125,7 +174,9 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
   args.window_left = params.window_left;
 
   if (plan.grid > 0) {
-    const dim3 grid(unsigned(plan.grid), unsigned(plan.num_kv_heads),
+    // KV heads fastest (see decode_kernel.cuh); blocks past grid.y's limit loop over items.
+    constexpr int64_t kMaxGridY = 65535;
+    const dim3 grid(unsigned(plan.num_kv_heads), unsigned(std::min(plan.grid, kMaxGridY)),
                     unsigned((args.group_size + kDecodeHeadsPerBlock - 1) / kDecodeHeadsPerBlock));
     if (q.dtype() == DType::bf16)
       dispatch_head_dim<__nv_bfloat16>(args, plan.head_dim, grid, stream);
@@ -137,11 +188,10 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
   // A graph captured now may replay a later plan that splits rows: always merge then.
   if (plan.num_partials > 0 || is_capturing(stream)) {
     const dim3 grid(unsigned(plan.batch_size), unsigned(plan.num_qo_heads));
-    const unsigned threads = unsigned(std::min<int64_t>(plan.head_dim, kMergeMaxThreads));
     if (q.dtype() == DType::bf16)
-      decode_merge_kernel<__nv_bfloat16><<<grid, threads, 0, stream>>>(args, int(plan.head_dim));
+      decode_merge_kernel<__nv_bfloat16><<<grid, kMergeThreads, 0, stream>>>(args, int(plan.head_dim));
     else
-      decode_merge_kernel<__half><<<grid, threads, 0, stream>>>(args, int(plan.head_dim));
+      decode_merge_kernel<__half><<<grid, kMergeThreads, 0, stream>>>(args, int(plan.head_dim));
     FP_CUDA_CHECK_LAUNCH();
   }
 }

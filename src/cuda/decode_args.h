@@ -68,7 +68,7 @@ struct DecodeTile {
 };
 
 // Instantiated for T in {__nv_bfloat16, __half}, D in {64, 128, 256} (decode_bf16.cu,
-// decode_f16.cu). grid: (work blocks, Hkv, ceil(group / 16)).
+// decode_f16.cu). grid: (Hkv, work blocks, ceil(group / 16)).
 template <class T, int kHeadDim>
 void launch_paged_decode(const DecodeArgs& args, dim3 grid, cudaStream_t stream);
 

@@ -1,6 +1,7 @@
 #pragma once
 // Paged batch decode on tensor cores. One block = one (work item, KV head, group of <= 16
-// query heads). The block streams the item's K/V tokens through a cp.async multi-stage
+// query heads). The KV head is blockIdx.x, the fastest-varying index, so the blocks of all
+// heads of one item run together and read each token's NHD row (all heads) close in time. The block streams the item's K/V tokens through a cp.async multi-stage
 // shared-memory pipeline (16-byte loads, each token's address from the page table, so any page
 // size costs the same), and each warp runs, per 16 tokens of a tile:
 //   S[16 heads x 16 tokens] = Q . K^T   (m16n8k16 MMAs, f32)
@@ -50,7 +51,7 @@ struct DecodeBlock {
     warp = int(threadIdx.x) >> 5;
     tok0 = int(threadIdx.x) / Cfg::kChunksPerRow;
     chunk = int(threadIdx.x) % Cfg::kChunksPerRow;
-    head_offset = int64_t(blockIdx.y) * a.pages.stride_head + chunk * kElemsPerVec;
+    head_offset = int64_t(blockIdx.x) * a.pages.stride_head + chunk * kElemsPerVec;
   }
 
   // Page ids of this thread's tokens in tile `tile` (-1: past the item's end). Plain loads:
@@ -249,9 +250,9 @@ struct DecodeBlock {
     const int4* items = reinterpret_cast<const int4*>(ints + Workspace::Impl::kHeaderInts);
     const int head_lo = int(blockIdx.z) * kRows;
     const int heads = min(kRows, a.group_size - head_lo);
-    const int qo_head0 = int(blockIdx.y) * a.group_size + head_lo;
+    const int qo_head0 = int(blockIdx.x) * a.group_size + head_lo;
 
-    for (int w = int(blockIdx.x); w < num_work; w += int(gridDim.x)) {
+    for (int w = int(blockIdx.y); w < num_work; w += int(gridDim.y)) {
       const int4 item = items[w];  // {row, kv_begin, kv_end, slot}
       row = item.x;
       const int length = a.pages.length(row);
