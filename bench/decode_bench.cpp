@@ -17,24 +17,20 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "flashpage/flashpage.h"
 
 namespace {
 
 using namespace flashpage;
+using bench::fill_random;
+using bench::split;
 
 constexpr double kRotateBytes = 200e6;   // below this the cache is replicated (L2 is 60 MB)
 constexpr int kMaxPools = 8;
 constexpr int kWarmup = 5;
 constexpr uint64_t kLengthSeed = 1234;   // the random-length case is the same in every run
 constexpr int64_t kRandomMaxLen = 8192;
-constexpr size_t kPatternBytes = size_t(16) << 20;  // random bytes replicated over the pools
-
-#define BENCH_CUDA(call)                                                                \
-  do {                                                                                  \
-    const cudaError_t e_ = (call);                                                      \
-    if (e_ != cudaSuccess) throw Error(std::string(#call) + ": " + cudaGetErrorString(e_)); \
-  } while (0)
 
 struct Heads {
   int64_t hq, hkv, d;
@@ -43,26 +39,6 @@ struct Shape2 {
   int64_t batch;
   int64_t len;  // 0: lengths uniform in 1..kRandomMaxLen
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string part; std::getline(ss, part, sep);)
-    if (!part.empty()) out.push_back(part);
-  return out;
-}
-
-// Fills device memory with a repeated random bf16 pattern in [-1, 1): fast for GBs.
-void fill_random(void* dst, size_t bytes, const std::vector<uint16_t>& pattern) {
-  const size_t chunk = pattern.size() * sizeof(uint16_t);
-  size_t done = std::min(bytes, chunk);
-  BENCH_CUDA(cudaMemcpy(dst, pattern.data(), done, cudaMemcpyHostToDevice));
-  while (done < bytes) {  // doubling device-to-device copies
-    const size_t n = std::min(done, bytes - done);
-    BENCH_CUDA(cudaMemcpy(static_cast<char*>(dst) + done, dst, n, cudaMemcpyDeviceToDevice));
-    done += n;
-  }
-}
 
 std::string json_lengths(const std::vector<int64_t>& lengths) {
   std::string s = "[";
@@ -125,37 +101,11 @@ void run_case(const Heads& h, const Shape2& shape, int64_t page_size, int reps_w
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   BENCH_CUDA(cudaDeviceSynchronize());
 
-  for (int i = 0; i < kWarmup; ++i)
-    batch_decode(ws, plan, q, kvs[size_t(i % pools)], params, out, {}, stream);
-  // One timed call decides how many repetitions fill min_ms.
-  cudaEvent_t e0, e1;
-  BENCH_CUDA(cudaEventCreate(&e0));
-  BENCH_CUDA(cudaEventCreate(&e1));
-  BENCH_CUDA(cudaEventRecord(e0, stream));
-  batch_decode(ws, plan, q, kvs[0], params, out, {}, stream);
-  BENCH_CUDA(cudaEventRecord(e1, stream));
-  BENCH_CUDA(cudaEventSynchronize(e1));
-  float probe_ms = 0.0f;
-  BENCH_CUDA(cudaEventElapsedTime(&probe_ms, e0, e1));
-  int reps = reps_wanted > 0 ? reps_wanted
-                             : std::clamp(int(min_ms / std::max(probe_ms, 1e-3f)), 20, 2000);
-
-  std::vector<cudaEvent_t> marks(static_cast<size_t>(reps) + 1);
-  for (auto& m : marks) BENCH_CUDA(cudaEventCreate(&m));
-  BENCH_CUDA(cudaEventRecord(marks[0], stream));
-  for (int r = 0; r < reps; ++r) {
-    batch_decode(ws, plan, q, kvs[size_t(r % pools)], params, out, {}, stream);
-    BENCH_CUDA(cudaEventRecord(marks[size_t(r) + 1], stream));
-  }
-  BENCH_CUDA(cudaStreamSynchronize(stream));
-  std::vector<double> us(static_cast<size_t>(reps));
-  for (int r = 0; r < reps; ++r) {
-    float ms = 0.0f;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, marks[size_t(r)], marks[size_t(r) + 1]));
-    us[size_t(r)] = double(ms) * 1e3;
-  }
-  std::sort(us.begin(), us.end());
-  const double median = us[us.size() / 2];
+  const bench::Timing t = bench::time_calls(
+      [&](int r) { batch_decode(ws, plan, q, kvs[size_t(r % pools)], params, out, {}, stream); },
+      stream, reps_wanted, min_ms, kWarmup);
+  const double median = t.median_us;
+  const int reps = t.reps;
   const double bytes = kv_bytes + 2.0 * double(shape.batch * h.hq * h.d) * 2.0;
   std::printf(
       "{\"system\":\"flashpage\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,"
@@ -164,13 +114,10 @@ void run_case(const Heads& h, const Shape2& shape, int64_t page_size, int reps_w
       "\"num_partials\":%lld,\"grid\":%lld,\"lengths\":%s}\n",
       (long long)h.hq, (long long)h.hkv, (long long)h.d, (long long)shape.batch,
       shape.len == 0 ? "\"rand1-8192\"" : std::to_string(shape.len).c_str(),
-      (long long)page_size, (long long)tokens, bytes, median, us.front(), bytes / (median * 1e-6) / 1e12,
+      (long long)page_size, (long long)tokens, bytes, median, t.min_us, bytes / (median * 1e-6) / 1e12,
       reps, pools, (long long)plan.num_work, (long long)plan.num_partials, (long long)plan.grid,
       shape.len == 0 ? json_lengths(lengths).c_str() : "null");
   std::fflush(stdout);
-  for (auto& m : marks) BENCH_CUDA(cudaEventDestroy(m));
-  BENCH_CUDA(cudaEventDestroy(e0));
-  BENCH_CUDA(cudaEventDestroy(e1));
   BENCH_CUDA(cudaStreamDestroy(stream));
 }
 
@@ -222,10 +169,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> pages;
   for (const auto& s : split(pages_arg, ',')) pages.push_back(std::atoll(s.c_str()));
 
-  std::vector<uint16_t> pattern(kPatternBytes / sizeof(uint16_t));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (auto& x : pattern) x = flashpage::f32_to_bf16(dist(rng));
+  const std::vector<uint16_t> pattern = bench::random_bf16_pattern();
 
   int failures = 0;
   for (const auto& h : heads)

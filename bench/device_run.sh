@@ -62,9 +62,12 @@ for stage in $STAGES; do
       note "decode_compare rc=$?"
       ;;
     prefill)
-      [ -x "$BUILD/bench/prefill_bench" ] && timeout 400 "$BUILD/bench/prefill_bench" \
+      timeout "${BENCH_TIMEOUT:-300}" "$BUILD/bench/prefill_bench" ${PREFILL_ARGS:-} \
         >"$OUT/prefill_bench.jsonl" 2>"$OUT/prefill_bench.err"
-      note "prefill_bench rc=$?"
+      note "prefill_bench rc=$? lines=$(wc -l <"$OUT/prefill_bench.jsonl")"
+      timeout "${BENCH_TIMEOUT:-300}" python3 bench/prefill_compare.py --flashpage "$OUT/prefill_bench.jsonl" \
+        --out "$OUT" >"$OUT/prefill_compare.log" 2>&1
+      note "prefill_compare rc=$?"
       ;;
     demo)
       timeout 120 "$BUILD/tools/flashpage" demo >"$OUT/demo.log" 2>&1
@@ -73,8 +76,8 @@ for stage in $STAGES; do
   esac
 done
 # Only a few files come back from the device: logs travel as one archive.
-(cd "$OUT" && tar czf logs.tar.gz --remove-files *.log *.jsonl *.err *.csv failures.txt 2>/dev/null)
+(cd "$OUT" && tar czf logs.tar.gz --remove-files *.log *.jsonl *.err *.csv *_table.txt failures.txt 2>/dev/null)
 echo "==== summary"
 cat "$summary"
-[ -f "$OUT/decode_table.txt" ] && cat "$OUT/decode_table.txt"
+tar xzf "$OUT/logs.tar.gz" -O decode_table.txt prefill_table.txt 2>/dev/null
 exit 0

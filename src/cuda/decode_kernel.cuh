@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
+#include "cuda/kernel_attributes.h"
 #include "cuda/decode_args.h"
 #include "cuda/device_types.cuh"
 #include "cuda/ptx.cuh"
@@ -304,10 +305,8 @@ __global__ void __launch_bounds__(DecodeTile<kHeadDim>::kThreads)
 template <class T, int kHeadDim>
 void launch_paged_decode(const DecodeArgs& args, dim3 grid, cudaStream_t stream) {
   using Cfg = DecodeTile<kHeadDim>;
-  auto kernel = paged_decode_kernel<T, kHeadDim>;
-  // Above 48 KB of dynamic shared memory needs an opt-in (per device, cheap to repeat).
-  FP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     Cfg::kSmemBytes));
+  constexpr auto kernel = &paged_decode_kernel<T, kHeadDim>;
+  allow_shared_memory<kernel>(Cfg::kSmemBytes);
   kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(args);
   FP_CUDA_CHECK_LAUNCH();
 }

@@ -114,7 +114,9 @@ struct PrefillTcBlock {
       pv<T, Cfg>(o, pf, v_base, frag);
     }
 
-    // Each warp stages only its own rows, which only it read as Q: no barrier needed before.
+    // The staging area overlaps what other warps may still be reading (their last tile or Q
+    // fragments): compute-sanitizer's racecheck flagged it, so all warps finish first.
+    __syncthreads();
     const float row_d[2] = {quad_sum(softmax.d[0]), quad_sum(softmax.d[1])};
     stage_output<T, Cfg>(q_smem, o, row_d, warp_row0, lane);
     write_lse<T, Cfg>(a, g, rows, b, warp_row0, lane, softmax.m, row_d);

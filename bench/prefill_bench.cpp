@@ -1,0 +1,170 @@
+// Prefill throughput on the GPU: one JSON object per line on stdout.
+//   prefill_bench [--heads 32/8/128,...] [--shapes 1x8192,...] [--cache 16x512+4096]
+//                 [--systems ragged,paged16,paged1] [--min-ms T]
+// For every (heads, B x S, causal) it times flashpage's ragged prefill over contiguous K/V
+// (the vision-tower path) and its paged prefill reading K/V from shuffled pages of 16 and
+// of 1 token. The cache case B x S+C runs S new tokens per row over C cached ones (paged and
+// ragged, causal bottom-right). FLOPs = 4 * B * Hq * D * (query, key) pairs that the mask
+// keeps; TFLOP/s from the median of event-timed calls.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <numeric>
+#include <random>
+
+#include "bench_util.h"
+#include "flashpage/flashpage.h"
+
+namespace {
+
+using namespace flashpage;
+
+struct Case {
+  int64_t hq, hkv, d, batch, qo_len, kv_len;
+  bool causal;
+};
+
+double unmasked_pairs(const Case& c) {
+  if (!c.causal) return double(c.qo_len) * double(c.kv_len);
+  double pairs = 0;  // bottom-right: query i sees kv_len - qo_len + i + 1 keys
+  for (int64_t i = 0; i < c.qo_len; ++i) pairs += double(std::min(c.kv_len, c.kv_len - c.qo_len + i + 1));
+  return pairs;
+}
+
+void print_result(const Case& c, const char* system, int64_t page_size, const bench::Timing& t,
+                  const char* error) {
+  const double flops = 4.0 * double(c.batch * c.hq * c.d) * unmasked_pairs(c);
+  if (error) {
+    std::printf("{\"system\":\"%s\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,\"qo_len\":%lld,"
+                "\"kv_len\":%lld,\"causal\":%s,\"page_size\":%lld,\"error\":\"%s\"}\n",
+                system, (long long)c.hq, (long long)c.hkv, (long long)c.d, (long long)c.batch,
+                (long long)c.qo_len, (long long)c.kv_len, c.causal ? "true" : "false",
+                (long long)page_size, error);
+  } else {
+    std::printf("{\"system\":\"%s\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,\"qo_len\":%lld,"
+                "\"kv_len\":%lld,\"causal\":%s,\"page_size\":%lld,\"flops\":%.0f,\"us\":%.3f,"
+                "\"us_min\":%.3f,\"tflops\":%.2f,\"reps\":%d}\n",
+                system, (long long)c.hq, (long long)c.hkv, (long long)c.d, (long long)c.batch,
+                (long long)c.qo_len, (long long)c.kv_len, c.causal ? "true" : "false",
+                (long long)page_size, flops, t.median_us, t.min_us, flops / (t.median_us * 1e-6) / 1e12,
+                t.reps);
+  }
+  std::fflush(stdout);
+}
+
+Tensor random_bf16(const Shape& shape, const std::vector<uint16_t>& pattern) {
+  Tensor t = Tensor::empty(shape, DType::bf16, Device::cuda(0));
+  bench::fill_random(t.data(), t.nbytes(), pattern);
+  return t;
+}
+
+Tensor int_tensor(const std::vector<int32_t>& v, Device device) {
+  return Tensor::from_blob(const_cast<int32_t*>(v.data()), {int64_t(v.size())}, DType::i32)
+      .clone()
+      .to(device);
+}
+
+void run_case(const Case& c, const std::vector<std::string>& systems, double min_ms,
+              const std::vector<uint16_t>& pattern, cudaStream_t stream) {
+  const Device gpu = Device::cuda(0);
+  AttentionParams params;
+  params.causal = c.causal;
+  const int64_t nq = c.batch * c.qo_len, nkv = c.batch * c.kv_len;
+  Tensor q = random_bf16({nq, c.hq, c.d}, pattern);
+  Tensor out = Tensor::empty({nq, c.hq, c.d}, DType::bf16, gpu);
+  std::vector<int32_t> qo(static_cast<size_t>(c.batch) + 1), kvp(static_cast<size_t>(c.batch) + 1);
+  for (int64_t b = 0; b <= c.batch; ++b) {
+    qo[size_t(b)] = int32_t(b * c.qo_len);
+    kvp[size_t(b)] = int32_t(b * c.kv_len);
+  }
+  const Tensor qo_host = int_tensor(qo, Device::cpu()), qo_dev = qo_host.to(gpu);
+  for (const std::string& system : systems) {
+    try {
+      if (system == "ragged") {
+        Tensor k = random_bf16({nkv, c.hkv, c.d}, pattern), v = random_bf16({nkv, c.hkv, c.d}, pattern);
+        const Tensor kv_dev = int_tensor(kvp, gpu);
+        const auto t = bench::time_calls(
+            [&](int) { batch_prefill_ragged(q, k, v, qo_dev, kv_dev, params, out, {}, stream); },
+            stream, 0, min_ms);
+        print_result(c, "flashpage_ragged", 0, t, nullptr);
+        continue;
+      }
+      const int64_t page = system == "paged1" ? 1 : 16;
+      const int64_t pages_per_row = (c.kv_len + page - 1) / page, num_pages = c.batch * pages_per_row;
+      std::vector<int32_t> ids(static_cast<size_t>(num_pages)), indptr(size_t(c.batch) + 1),
+          last(static_cast<size_t>(c.batch));
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), std::mt19937_64(99));
+      for (int64_t b = 0; b <= c.batch; ++b) indptr[size_t(b)] = int32_t(b * pages_per_row);
+      for (auto& l : last) l = int32_t(c.kv_len - (pages_per_row - 1) * page);
+      PageTable host{int_tensor(indptr, Device::cpu()), int_tensor(ids, Device::cpu()),
+                     int_tensor(last, Device::cpu())};
+      PagedKv kv;
+      kv.k_pages = random_bf16({num_pages, page, c.hkv, c.d}, pattern);
+      kv.v_pages = random_bf16({num_pages, page, c.hkv, c.d}, pattern);
+      kv.table = host.to(gpu);
+      Workspace ws(gpu);
+      const Plan plan = plan_prefill(ws, qo_host, host, kv, 0, c.hq);
+      const auto t = bench::time_calls(
+          [&](int) { batch_prefill_paged(ws, plan, q, qo_dev, kv, {}, params, out, {}, stream); },
+          stream, 0, min_ms);
+      print_result(c, page == 1 ? "flashpage_paged1" : "flashpage_paged16", page, t, nullptr);
+    } catch (const std::exception& e) {
+      std::string msg = e.what();
+      std::replace(msg.begin(), msg.end(), '"', '\'');
+      print_result(c, ("flashpage_" + system).c_str(), 0, {}, msg.c_str());
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string heads_arg = "32/8/128,32/32/128,16/16/256,32/32/64";
+  std::string shapes_arg = "1x8192,8x2048,16x1024,64x512";
+  std::string cache_arg = "16x512+4096";
+  std::string systems_arg = "ragged,paged16,paged1";
+  double min_ms = 100.0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--heads" && has_value) heads_arg = argv[++i];
+    else if (a == "--shapes" && has_value) shapes_arg = argv[++i];
+    else if (a == "--cache" && has_value) cache_arg = argv[++i];
+    else if (a == "--systems" && has_value) systems_arg = argv[++i];
+    else if (a == "--min-ms" && has_value) min_ms = std::atof(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: prefill_bench [--heads Hq/Hkv/D,...] [--shapes BxS,...] "
+                           "[--cache BxS+C,...] [--systems ragged,paged16,paged1] [--min-ms T]\n");
+      return a == "--help" || a == "-h" ? 0 : 2;
+    }
+  }
+  if (!cuda_available()) {
+    std::fprintf(stderr, "prefill_bench: no CUDA device\n");
+    return 1;
+  }
+  const auto pattern = bench::random_bf16_pattern();
+  const auto systems = bench::split(systems_arg, ',');
+  cudaStream_t stream = nullptr;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const auto& hs : bench::split(heads_arg, ',')) {
+    const auto h = bench::split(hs, '/');
+    if (h.size() != 3) return 2;
+    const int64_t hq = std::atoll(h[0].c_str()), hkv = std::atoll(h[1].c_str()), d = std::atoll(h[2].c_str());
+    for (const auto& ss : bench::split(shapes_arg, ',')) {
+      const auto p = bench::split(ss, 'x');
+      if (p.size() != 2) return 2;
+      const int64_t b = std::atoll(p[0].c_str()), s = std::atoll(p[1].c_str());
+      for (bool causal : {false, true}) run_case({hq, hkv, d, b, s, s, causal}, systems, min_ms, pattern, stream);
+    }
+    for (const auto& cs : bench::split(cache_arg, ',')) {  // BxS+C
+      const auto p = bench::split(cs, 'x');
+      const auto sc = p.size() == 2 ? bench::split(p[1], '+') : std::vector<std::string>{};
+      if (sc.size() != 2) return 2;
+      const int64_t b = std::atoll(p[0].c_str()), s = std::atoll(sc[0].c_str()), cached = std::atoll(sc[1].c_str());
+      run_case({hq, hkv, d, b, s, s + cached, true}, systems, min_ms, pattern, stream);
+    }
+  }
+  BENCH_CUDA(cudaStreamDestroy(stream));
+  return 0;
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Prefill side by side on one GPU, in one run: flashpage (from prefill_bench's JSON lines)
+against PyTorch's scaled_dot_product_attention on contiguous bf16 tensors (its own choice of
+backend; enable_gqa for GQA; bottom-right causal for S < L through an explicit bool mask),
+plus a bf16 8192^3 matrix product as the tensor-core ceiling. Writes <date>-prefill-h200.md,
+.json and .png under --out, and prefill_table.txt."""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+
+
+def median_us(fn, reps):
+    import torch
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def torch_sdpa_us(c):
+    import torch
+    import torch.nn.functional as F
+    dev = "cuda"
+    q = torch.randn(c["batch"], c["hq"], c["qo_len"], c["d"], device=dev, dtype=torch.bfloat16)
+    k = torch.randn(c["batch"], c["hkv"], c["kv_len"], c["d"], device=dev, dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    gqa = c["hq"] != c["hkv"]
+    mask, causal = None, c["causal"]
+    if causal and c["qo_len"] != c["kv_len"]:  # SDPA's is_causal is top-left
+        i = torch.arange(c["qo_len"], device=dev)[:, None]
+        j = torch.arange(c["kv_len"], device=dev)[None, :]
+        mask, causal = j <= i + c["kv_len"] - c["qo_len"], False
+    fn = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=gqa)
+    flops = c["flops"]
+    reps = max(10, min(200, int(0.2 / max(flops / 400e12, 1e-6))))
+    return median_us(fn, reps)
+
+
+def matmul_tflops():
+    import torch
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    us = median_us(lambda: a @ b, 20)
+    return 2 * 8192 ** 3 / (us * 1e-6) / 1e12
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--flashpage", required=True)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    ap.add_argument("--date", default=datetime.date.today().isoformat())
+    args = ap.parse_args()
+    rows = [json.loads(l) for l in open(args.flashpage) if l.strip().startswith("{")]
+    key = lambda r: (r["hq"], r["hkv"], r["d"], r["batch"], r["qo_len"], r["kv_len"], r["causal"])
+    torch_rows, error = {}, ""
+    try:
+        import torch
+        gpu = torch.cuda.get_device_name(0)
+        ceiling = matmul_tflops()
+        for r in rows:
+            if key(r) in torch_rows or "flops" not in r:
+                continue
+            try:
+                us = torch_sdpa_us(r)
+                torch_rows[key(r)] = dict(r, system="torch_sdpa", page_size=0, us=us,
+                                          tflops=r["flops"] / (us * 1e-6) / 1e12)
+            except Exception as e:  # noqa: BLE001 - recorded in the results
+                torch_rows[key(r)] = dict(r, system="torch_sdpa", error=repr(e)[:200])
+            torch.cuda.empty_cache()
+    except Exception as e:  # noqa: BLE001
+        gpu, ceiling, error = "unknown", float("nan"), repr(e)[:300]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    except Exception:  # noqa: BLE001
+        commit = "unknown"
+    allrows = rows + list(torch_rows.values())
+    os.makedirs(args.out, exist_ok=True)
+    base = os.path.join(args.out, f"{args.date}-prefill-h200")
+    json.dump({"date": args.date, "gpu": gpu, "commit": commit, "matmul_bf16_8192_tflops": ceiling,
+               "torch_error": error, "rows": allrows}, open(base + ".json", "w"), indent=1)
+    lines = [f"# Prefill on {gpu}, {args.date}, commit {commit}", "",
+             f"bf16. Ceiling: an 8192^3 bf16 matrix product ran at {ceiling:.0f} TFLOP/s in the same run. "
+             "TFLOP/s = 4*B*Hq*D*(unmasked query-key pairs)/median time; causal is bottom-right "
+             "(S = L: the same as top-left). FlashInfer: not run (see the decode results for why).", "",
+             "| Hq/Hkv/D | B | S | L | causal | system | page | µs | TFLOP/s | vs torch |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(allrows, key=lambda r: (key(r), r["system"], r.get("page_size", 0))):
+        t = torch_rows.get(key(r), {})
+        ratio = (r["tflops"] / t["tflops"]) if "tflops" in r and "tflops" in t else float("nan")
+        if "error" in r:
+            lines.append(f"| {r['hq']}/{r['hkv']}/{r['d']} | {r['batch']} | {r['qo_len']} | {r['kv_len']} | "
+                         f"{r['causal']} | {r['system']} | {r.get('page_size', '')} | error: {r['error'][:80]} | | |")
+        else:
+            lines.append(f"| {r['hq']}/{r['hkv']}/{r['d']} | {r['batch']} | {r['qo_len']} | {r['kv_len']} | "
+                         f"{r['causal']} | {r['system']} | {r.get('page_size', '')} | {r['us']:.1f} | "
+                         f"{r['tflops']:.1f} | {ratio:.2f} |")
+    open(base + ".md", "w").write("\n".join(lines) + "\n")
+    open(os.path.join(args.out, "prefill_table.txt"), "w").write("\n".join(lines[6:]) + "\n")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        labels = sorted({key(r) for r in allrows if "tflops" in r})
+        systems = sorted({r["system"] for r in allrows if "tflops" in r})
+        fig, ax = plt.subplots(figsize=(max(8, len(labels) * 0.5), 5))
+        width = 0.8 / max(len(systems), 1)
+        for si, s in enumerate(systems):
+            vals = [next((r["tflops"] for r in allrows if key(r) == k and r["system"] == s and "tflops" in r), 0) for k in labels]
+            ax.bar([i + si * width for i in range(len(labels))], vals, width, label=s)
+        ax.set_xticks([i + 0.4 for i in range(len(labels))])
+        ax.set_xticklabels([f"{k[0]}/{k[1]}/{k[2]} {k[3]}x{k[4]}{'+' + str(k[5] - k[4]) if k[5] != k[4] else ''}{' c' if k[6] else ''}" for k in labels], rotation=90, fontsize=6)
+        ax.set_ylabel("TFLOP/s")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(base + ".png", dpi=120)
+    except Exception as e:  # noqa: BLE001
+        print("plot failed:", e)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
