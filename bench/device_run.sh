@@ -69,6 +69,16 @@ for stage in $STAGES; do
         --out "$OUT" >"$OUT/prefill_compare.log" 2>&1
       note "prefill_compare rc=$?"
       ;;
+    ncu)
+      # Hardware counters of one decode launch (64 x 4096, 32/8/128, page 16): throughput,
+      # occupancy and warp stalls, to see what limits the kernel.
+      timeout "${NCU_TIMEOUT:-120}" ncu --clock-control none --kernel-name regex:paged_decode \
+        --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+        --section SchedulerStats "$BUILD/bench/decode_bench" ${NCU_ARGS:---heads 32/8/128 --shapes 64x4096 --pages 16 --reps 3 --min-ms 1} \
+        >"$OUT/ncu_decode.log" 2>&1
+      note "ncu rc=$? $(grep -E 'Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Duration' "$OUT/ncu_decode.log" | tr -s ' ' | tr '\n' ';' | head -c 400)"
+      ;;
     demo)
       timeout 120 "$BUILD/tools/flashpage" demo >"$OUT/demo.log" 2>&1
       note "demo rc=$? $(tail -1 "$OUT/demo.log")"

@@ -3,7 +3,12 @@
 // does not cover runs on the generic kernel (generic_attention.h).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "core/check.h"
+#include "core/device_memory.h"
+#include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/generic_attention.h"
 #include "cuda/prefill_tc/prefill_tc.h"
@@ -193,7 +198,16 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
   kvs.rows = {rows.data_as<const int32_t>(), 0, batch};
   PrefillTcParams t = tc_params(g, k.size(1), batch);
   set_strided_kv(t, kvs);
-  t.max_qo_len = int(q.size(0));  // any upper bound of a segment's length
+  // The grid covers the longest segment: one small read of the offsets (a host sync; the
+  // planned paged path is the one to capture in graphs). Nq would be a bound too, but a grid
+  // of B x Nq/64 mostly idle blocks costs more than the attention itself at B = 64.
+  std::vector<int32_t> offsets(static_cast<size_t>(batch) + 1);
+  detail::copy_bytes(offsets.data(), Device::cpu(), qo_indptr.data(), qo_indptr.device(),
+                     offsets.size() * sizeof(int32_t), stream);
+  FP_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  int32_t longest = 0;
+  for (int32_t b = 0; b < batch; ++b) longest = std::max(longest, offsets[b + 1] - offsets[b]);
+  t.max_qo_len = longest;
   if (run_prefill_tc(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_strided(g, kvs, static_cast<cudaStream_t>(stream));
 }

@@ -34,10 +34,15 @@ int64_t min_chunk_tokens(Device device) { return device.is_cuda() ? 256 : 512; }
 
 // The KV chunk length for decode. A row of length L becomes ceil(L / chunk) work items, each
 // run by Hkv blocks; blocks run `slots` at a time, so the step takes about
-// waves * chunk = ceil(blocks / slots) * chunk token-times. Try splitting the longest row into
-// n = 1, 2, ... pieces and keep the cheapest; ties go to fewer splits (less merging).
+// ceil(blocks / slots) * (chunk + overhead) token-times, where `overhead` is what a block
+// costs beyond streaming its tokens (finding its pages, filling its pipeline, the epilogue:
+// measured on the H200 as roughly 48 KB of streaming time per block). Try splitting the
+// longest row into n = 1, 2, ... pieces and keep the cheapest; ties go to fewer splits.
 int64_t choose_decode_chunk(const std::vector<int64_t>& lengths, int64_t num_kv_heads,
-                            int64_t page_size, int64_t slots, int64_t min_chunk) {
+                            int64_t head_dim, int64_t page_size, int64_t slots,
+                            int64_t min_chunk) {
+  constexpr int64_t kBlockOverheadBytes = 48 * 1024;
+  const int64_t overhead = kBlockOverheadBytes / (4 * head_dim);  // K + V, 16-bit, one head
   const int64_t longest = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   auto round_to_pages = [&](int64_t c) { return (c + page_size - 1) / page_size * page_size; };
   int64_t best_chunk = round_to_pages(std::max<int64_t>(longest, 1));
@@ -52,7 +57,7 @@ int64_t choose_decode_chunk(const std::vector<int64_t>& lengths, int64_t num_kv_
     blocks *= num_kv_heads;
     const int64_t waves = (blocks + slots - 1) / std::max<int64_t>(slots, 1);
     // 2% per extra split level stands for the merge pass and the partial traffic.
-    const double cost = double(waves) * double(chunk) * (1.0 + 0.02 * double(n - 1));
+    const double cost = double(waves) * double(chunk + overhead) * (1.0 + 0.02 * double(n - 1));
     if (n == 1 || cost < best_cost) {
       best_cost = cost;
       best_chunk = chunk;
@@ -121,8 +126,8 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
   const int64_t slots = concurrent_slots(ws.device(), plan.head_dim);
   const int64_t per_partial_floats = num_qo_heads * (plan.head_dim + 1);
   const int64_t max_partials = (w.floats.numel()) / std::max<int64_t>(per_partial_floats, 1);
-  int64_t chunk = choose_decode_chunk(lengths, plan.num_kv_heads, plan.page_size, slots,
-                                      min_chunk_tokens(ws.device()));
+  int64_t chunk = choose_decode_chunk(lengths, plan.num_kv_heads, plan.head_dim, plan.page_size,
+                                      slots, min_chunk_tokens(ws.device()));
   auto count_partials = [&](int64_t c) {
     int64_t n = 0;
     for (int64_t len : lengths)
