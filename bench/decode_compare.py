@@ -251,11 +251,13 @@ def main():
 def write_outputs(args, results, fi_error):
     base = os.path.join(args.out, f"{args.date}-decode-h200")
     gpu = torch.cuda.get_device_name(0)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, timeout=10).stdout.strip() or "unknown"
-    except Exception:
-        commit = "unknown"
+    commit = os.environ.get("FLASHPAGE_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                    text=True, timeout=10).stdout.strip() or "unknown"
+        except Exception:
+            commit = "unknown"
     meta = {"date": args.date, "gpu": gpu, "commit": commit, "torch": torch.__version__,
             "flashinfer_error": fi_error}
     try:

@@ -20,7 +20,8 @@ note() { echo "$*" | tee -a "$summary"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu \
   --format=csv >"$OUT/gpu.csv" 2>&1
 note "gpu: $(tail -1 "$OUT/gpu.csv")"
-note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+export FLASHPAGE_COMMIT="$(cat "$BUILD/COMMIT" 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+note "commit: $FLASHPAGE_COMMIT"
 
 if [ ! -x "$BUILD/tools/flashpage" ]; then
   note "building $BUILD there (no carried build)"

@@ -14,5 +14,6 @@ for lib in libstdc++.so.6 libgomp.so.1; do
   cp -L "$(g++ -print-file-name=$lib)" .devcarry/lib/ 2>/dev/null ||
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" .devcarry/lib/
 done
+git rev-parse --short HEAD > .devcarry/COMMIT
 strip --strip-debug .devcarry/tests/* .devcarry/tools/* .devcarry/bench/* 2>/dev/null || true
 du -sh .devcarry

@@ -80,10 +80,12 @@ def main():
             torch.cuda.empty_cache()
     except Exception as e:  # noqa: BLE001
         gpu, ceiling, error = "unknown", float("nan"), repr(e)[:300]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    except Exception:  # noqa: BLE001
-        commit = "unknown"
+    commit = os.environ.get("FLASHPAGE_COMMIT", "")
+    if not commit:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+        except Exception:  # noqa: BLE001
+            commit = "unknown"
     allrows = rows + list(torch_rows.values())
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, f"{args.date}-prefill-h200")

@@ -171,7 +171,7 @@ inline void load_query(const T* src, int64_t d, float scale, float* dst) {
 // Puts a state's accumulator back in natural order; call once before finalize.
 template <class T>
 inline void restore_order(const SoftmaxState& state, int64_t d) {
-  if (wide::kEvenOdd<T> && wide::usable<T>(d)) wide::from_wide_order(state.acc(), d);
+  if (wide::kEvenOdd<T> && wide::usable<T>(d)) wide::from_acc_order(state.acc(), d);
 }
 
 // Runs query rows over keys [begin, end) of KV heads h0 .. h0+heads-1 of `kv` (a source with
