@@ -37,12 +37,12 @@ constexpr int kDecodeHeadsPerBlock = 16;
 // Tile shape of the tensor-core decode kernel for head dim D (16-bit elements).
 template <int kHeadDim>
 struct DecodeTile {
-  // Warps, tile and pipeline depth come from DecodeTiling, which the planner reads too.
-  static constexpr int kWarps = DecodeTiling::warps(kHeadDim);
+  static constexpr int kWarps = 2;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kTokensPerWarp = DecodeTiling::kTokensPerWarp;  // one MMA K step of P.V
-  static constexpr int kTileTokens = DecodeTiling::tile_tokens(kHeadDim);
-  static constexpr int kStages = DecodeTiling::stages(kHeadDim);
+  static constexpr int kTokensPerWarp = 16;  // one MMA K step of P.V
+  static constexpr int kTileTokens = kWarps * kTokensPerWarp;
+  // Pipeline depth: ~48-64 KB of K/V in flight per block, 2-3 blocks per SM.
+  static constexpr int kStages = kHeadDim == 64 ? 6 : kHeadDim == 128 ? 4 : 3;
   static constexpr int kElemBytes = 2;
   static constexpr int kVecBytes = 16;  // one cp.async
   static constexpr int kChunksPerRow = kHeadDim * kElemBytes / kVecBytes;
@@ -62,6 +62,8 @@ struct DecodeTile {
   static_assert(kEpilogueBytes <= kStages * kStageBytes);
   // The planner sizes its split from DecodeTiling: it must describe this block exactly.
   static_assert(kSmemBytes == DecodeTiling::smem_bytes(kHeadDim) &&
+                kStages == DecodeTiling::stages(kHeadDim) &&
+                kTileTokens == DecodeTiling::kTileTokens &&
                 kDecodeHeadsPerBlock == DecodeTiling::kHeadsPerBlock);
 };
 

@@ -8,25 +8,19 @@ namespace flashpage {
 
 struct DecodeTiling {
   static constexpr int kHeadsPerBlock = 16;  // the M of one m16n8k16 MMA
-  static constexpr int kTokensPerWarp = 16;  // each warp takes 16 tokens of a tile
+  static constexpr int kTileTokens = 32;     // K/V tokens per pipeline stage
   static constexpr int kElemBytes = 2;       // bf16 / f16 pages
   static constexpr int kRowPadBytes = 16;    // shifts rows by 4 banks for ldmatrix
   static constexpr int kSmemPerSm = 228 * 1024;    // Hopper
   static constexpr int kReservedPerBlock = 1024;   // the driver's per-block shared reserve
 
-  // The kernel issues an instruction only every ~4 cycles per warp (MMA and shuffle
-  // latencies; ncu on the H200), so throughput grows with warps per SM: 4 warps per block
-  // where 3 blocks still fit, 2 at head_dim 256 (a 4-warp tile would not fit twice).
-  static constexpr int warps(int head_dim) { return head_dim <= 128 ? 4 : 2; }
-  static constexpr int tile_tokens(int head_dim) { return warps(head_dim) * kTokensPerWarp; }
-  // Pipeline depth: 36-100 KB of K/V in flight per SM once the tile in use is excluded.
   static constexpr int stages(int head_dim) {
-    return head_dim <= 64 ? 3 : head_dim <= 128 ? 2 : 3;
+    return head_dim <= 64 ? 6 : head_dim <= 128 ? 4 : 3;  // ~48-64 KB of K/V in flight
   }
   static constexpr int row_bytes(int head_dim) { return head_dim * kElemBytes + kRowPadBytes; }
   static constexpr int smem_bytes(int head_dim) {
     return kHeadsPerBlock * row_bytes(head_dim) +
-           stages(head_dim) * 2 * tile_tokens(head_dim) * row_bytes(head_dim);
+           stages(head_dim) * 2 * kTileTokens * row_bytes(head_dim);
   }
   static constexpr int blocks_per_sm(int head_dim) {
     return std::max(1, kSmemPerSm / (smem_bytes(head_dim) + kReservedPerBlock));
