@@ -54,6 +54,9 @@ struct AttentionParams {
 class Workspace {
  public:
   static constexpr size_t kDefaultBytes = size_t(256) << 20;
+  // What the one-shot op overloads use: they plan one call, so the planner's fallback
+  // (longer chunks when partials would not fit) is cheaper than a large buffer per call.
+  static constexpr size_t kOneShotBytes = size_t(16) << 20;
   explicit Workspace(Device device = Device::cpu(), size_t bytes = kDefaultBytes);
   ~Workspace();
   Workspace(const Workspace&) = delete;

@@ -74,7 +74,7 @@ Tensor batch_decode(const Tensor& q, const PagedKv& kv, const AttentionParams& p
   check_page_table_shapes(kv.table, device, "kv.table");
   const Tensor q3 = decode_query_view(q, "query");
   ops_detail::check_operand(q3, "query", kv.k_pages.dtype(), "k_pages", device);
-  Workspace ws(device);
+  Workspace ws(device, Workspace::kOneShotBytes);
   const Plan plan = plan_decode(ws, kv.table.to(Device::cpu()), kv, q3.size(1));
   Tensor out = Tensor::empty(q.shape(), q.dtype(), device);
   Tensor lse_out;

@@ -120,7 +120,7 @@ Tensor batch_prefill_paged(const Tensor& q, const Tensor& qo_indptr, const Paged
   check_prefill_query(q, qo_indptr, batch, device);
   ops_detail::check_operand(q, "query", kv.k_pages.dtype(), "k_pages", device);
   const bool ragged = qo_indptr.defined();
-  Workspace ws(device);
+  Workspace ws(device, Workspace::kOneShotBytes);
   const Tensor host_qo = ragged ? qo_indptr.to(Device::cpu()) : Tensor();
   const Plan plan = plan_prefill(ws, host_qo, kv.table.to(Device::cpu()), kv,
                                  ragged ? 0 : q.size(2), q.size(1));
