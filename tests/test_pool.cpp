@@ -345,5 +345,41 @@ TEST(Pool, CudaExhaustion) {
   expect_invariants(pool, {a});
 }
 
+
+// A request slot unbound and bound again with more pages, then activated in the same row
+// order: the page table must follow the new pages (not reuse buffers sized for the old ones).
+TEST(Pool, RebindSameIdWithMorePagesRebuildsTables) {
+  KvCachePool pool(small_config(Device::cpu(), DType::f32, KvLayout::NHD, 16));
+  const int64_t a = pool.bind_request(4);  // one page
+  const std::vector<int64_t> ids{a};
+  pool.activate(ids);
+  pool.metadata(std::vector<int64_t>{4});
+  pool.unbind_request(a);
+  const int64_t b = pool.bind_request(40);  // ten pages, the same slot id
+  ASSERT_EQ(b, a);
+  pool.activate(ids);
+  const KvCacheMetadata& meta = pool.metadata(std::vector<int64_t>{40});
+  const int32_t* indptr = meta.host.indptr.data_as<int32_t>();
+  ASSERT_EQ(indptr[1], 10);
+  ASSERT_GE(meta.host.indices.numel(), 10);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(meta.host.indices.data_as<int32_t>()[i], pool.pages_of(b)[size_t(i)]) << i;
+  EXPECT_EQ(meta.host.last_page_len.data_as<int32_t>()[0], 4);
+  // put() goes through its own whole-capacity table: it must map all 40 positions too.
+  const auto& cfg = pool.config();
+  Tensor k = Tensor::empty({1, 40, cfg.kv_heads, cfg.head_dim}, DType::f32);
+  Tensor v = Tensor::empty(k.shape(), DType::f32);
+  k.fill_(1.5);
+  v.fill_(-2.5);
+  pool.put(0, 0, k, v);
+  Tensor k_out = Tensor::empty({40, cfg.kv_heads, cfg.head_dim}, DType::f32);
+  Tensor v_out = Tensor::empty(k_out.shape(), DType::f32);
+  gather_paged_kv(pool.layer(0, meta), k_out, v_out);
+  for (int64_t i = 0; i < k_out.numel(); ++i) {
+    ASSERT_EQ(k_out.data_as<float>()[i], 1.5f) << i;
+    ASSERT_EQ(v_out.data_as<float>()[i], -2.5f) << i;
+  }
+}
+
 }  // namespace
 }  // namespace fpt

@@ -73,8 +73,11 @@ class KvCachePool {
                   void* stream = nullptr);
 
   // The CSR table of the active rows with these lengths (one per row, or one for all rows).
-  // The returned reference stays valid until the next metadata() call; buffers are reused in
-  // place when the batch and every row's page count are unchanged (CUDA graphs can replay).
+  // The returned reference stays valid until the next metadata() call. While no request is
+  // bound or unbound and the active rows are the same, the table is updated in the same
+  // buffers (only last_page_len changes until a row needs a new page; `rebuilt` says when
+  // indptr/indices were rewritten), so a captured CUDA graph can replay; after a bind, an
+  // unbind or another activate(), the buffers are new and graphs must be captured again.
   const KvCacheMetadata& metadata(std::span<const int64_t> lengths);
   const KvCacheMetadata& metadata(int64_t uniform_length);
 

@@ -59,6 +59,9 @@ int64_t KvCachePool::bind_request(int64_t capacity_tokens) {
   r.pages.assign(free_list_.end() - need, free_list_.end());
   std::reverse(r.pages.begin(), r.pages.end());
   free_list_.resize(free_list_.size() - size_t(need));
+  // A slot id may come back with other pages: tables built for the old ones must not be reused.
+  meta_table_.rows.clear();
+  put_table_.rows.clear();
   // Reuse the lowest unbound slot so ids stay small.
   auto slot = std::find(bound_.begin(), bound_.end(), false);
   const int64_t id = slot - bound_.begin();
@@ -78,6 +81,8 @@ void KvCachePool::unbind_request(int64_t id) {
   free_list_.insert(free_list_.end(), r.pages.rbegin(), r.pages.rend());
   requests_[size_t(id)] = Request{};
   bound_[size_t(id)] = false;
+  meta_table_.rows.clear();
+  put_table_.rows.clear();
   active_.erase(std::remove(active_.begin(), active_.end(), id), active_.end());
 }
 
