@@ -64,8 +64,8 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
       Tensor host_qo = Tensor::empty({int64_t(qo.size())}, DType::i32);
       for (size_t i = 0; i < qo.size(); ++i) host_qo.data_as<int32_t>()[i] = int32_t(qo[i]);
       const Plan& plan = plan_for_step(ws, *ctx.meta, kv, -1, host_qo, query.size(1));
-      const Tensor dev_qo = ctx.indptr.dtype() == DType::i32 ? ctx.indptr
-                                                             : host_qo.to(query.device());
+      const bool usable = ctx.indptr.dtype() == DType::i32 && ctx.indptr.device() == query.device();
+      const Tensor dev_qo = usable ? ctx.indptr : host_qo.to(query.device());
       batch_prefill_paged(ws, plan, query, dev_qo, kv, {}, params, out,
                           lse_for(ctx, {query.size(0), query.size(1)}), ctx.stream);
       return;
