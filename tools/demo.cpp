@@ -113,9 +113,9 @@ int run_demo(const std::vector<std::string>& argv) {
         q = random_normal({batch, heads, 1, head_dim}, dtype, device, rng);
         k = random_normal({batch, kv_heads, 1, head_dim}, dtype, device, rng);
         v = random_normal({batch, kv_heads, 1, head_dim}, dtype, device, rng);
-        // One new token per row at the same position: rows have different lengths, so the
-        // decode step writes through per-row start positions (paged_ragged would too); the
-        // uniform factory is used with start_pos only when all rows are aligned.
+        // One new token per row, but the rows have different lengths: the uniform context's
+        // single start_pos cannot place them, so the step's tokens go in with per-row start
+        // positions first and the context only reads (key/value undefined below).
         ctx = AttentionContext::paged(0.0f, false, heads, kv_heads, head_dim, layer, 0, 1,
                                       &pool, &meta, &workspace);
         Tensor k_new = k.transpose(1, 2), v_new = v.transpose(1, 2);
