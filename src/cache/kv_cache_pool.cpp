@@ -234,11 +234,15 @@ PagedKv KvCachePool::layer(int64_t layer, const KvCacheMetadata& meta) const {
 void KvCachePool::write(int64_t layer, const std::vector<int32_t>& rows,
                         const std::vector<int32_t>& positions, const Tensor& k, const Tensor& v,
                         void* stream) {
-  // put() addresses through a table that maps every row's whole capacity.
-  std::vector<int64_t> capacities(active_.size());
-  for (size_t b = 0; b < active_.size(); ++b)
-    capacities[b] = requests_[size_t(active_[b])].capacity;
-  fill_table(put_table_, capacities);
+  // put() addresses through a table that maps every row's whole capacity. Capacities only
+  // change with a bind or unbind, which clear put_table_.rows: refill only then, so a step's
+  // puts (one per layer) copy nothing but their index lists.
+  if (put_table_.rows != active_ || !put_table_.host.indptr.defined()) {
+    std::vector<int64_t> capacities(active_.size());
+    for (size_t b = 0; b < active_.size(); ++b)
+      capacities[b] = requests_[size_t(active_[b])].capacity;
+    fill_table(put_table_, capacities);
+  }
   const int64_t n = int64_t(rows.size());
   Tensor host_rows = Tensor::from_blob(const_cast<int32_t*>(rows.data()), {n}, DType::i32);
   Tensor host_pos = Tensor::from_blob(const_cast<int32_t*>(positions.data()), {n}, DType::i32);
