@@ -64,10 +64,9 @@ inline uint16_t f32_to_f16(float f) {
 
 namespace detail {
 // Generic fp8 encoder: exp_bits/man_bits, bias, largest finite magnitude, saturating.
-inline uint8_t f32_to_fp8(float f, int man_bits, int bias, float max_finite, bool ieee_inf) {
-  (void)ieee_inf;
+inline uint8_t f32_to_fp8(float f, int man_bits, int bias, float max_finite) {
   const uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  if (std::isnan(f)) return uint8_t(sign | (man_bits == 3 ? 0x7f : 0x7f));
+  if (std::isnan(f)) return uint8_t(sign | 0x7f);  // e4m3: the NaN code; e5m2: a NaN
   float a = std::fabs(f);
   if (a >= max_finite) a = max_finite;  // saturate (inf included)
   const int min_normal_exp = 1 - bias;
@@ -112,7 +111,7 @@ inline float f8e4m3_to_f32(uint8_t v) {
   if ((v & 0x7f) == 0x7f) return std::nanf("");
   return detail::fp8_to_f32(v, 3, 7);
 }
-inline uint8_t f32_to_f8e4m3(float f) { return detail::f32_to_fp8(f, 3, 7, 448.0f, false); }
+inline uint8_t f32_to_f8e4m3(float f) { return detail::f32_to_fp8(f, 3, 7, 448.0f); }
 // e5m2: bias 15, IEEE-like infinities and NaN, max finite 57344.
 inline float f8e5m2_to_f32(uint8_t v) {
   if ((v & 0x7c) == 0x7c) {
@@ -123,7 +122,7 @@ inline float f8e5m2_to_f32(uint8_t v) {
 }
 inline uint8_t f32_to_f8e5m2(float f) {
   if (std::isnan(f)) return uint8_t(0x7f);
-  return detail::f32_to_fp8(f, 2, 15, 57344.0f, true);
+  return detail::f32_to_fp8(f, 2, 15, 57344.0f);
 }
 
 // Reads element i of a buffer of type t as double / writes a double into it.
