@@ -42,8 +42,22 @@ struct Shape2 {
 
 std::string json_lengths(const std::vector<int64_t>& lengths) {
   std::string s = "[";
-  for (size_t i = 0; i < lengths.size(); ++i) s += (i ? "," : "") + std::to_string(lengths[i]);
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(lengths[i]);
+  }
   return s + "]";
+}
+
+// The kernel the library picks, or the one FLASHPAGE_DECODE_KERNEL forces (A/B runs);
+// FLASHPAGE_BENCH_LABEL names a variant set by other knobs.
+std::string system_name() {
+  if (const char* label = std::getenv("FLASHPAGE_BENCH_LABEL"); label != nullptr && *label)
+    return label;
+  const char* forced = std::getenv("FLASHPAGE_DECODE_KERNEL");
+  std::string name = "flashpage";
+  if (forced != nullptr && *forced) name.append("_").append(forced);
+  return name;
 }
 
 void run_case(const Heads& h, const Shape2& shape, int64_t page_size, int reps_wanted,
@@ -108,12 +122,12 @@ void run_case(const Heads& h, const Shape2& shape, int64_t page_size, int reps_w
   const int reps = t.reps;
   const double bytes = kv_bytes + 2.0 * double(shape.batch * h.hq * h.d) * 2.0;
   std::printf(
-      "{\"system\":\"flashpage\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,"
+      "{\"system\":\"%s\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,"
       "\"seq_len\":%s,\"page_size\":%lld,\"kv_tokens\":%lld,\"bytes\":%.0f,\"us\":%.3f,"
       "\"us_min\":%.3f,\"tb_s\":%.4f,\"reps\":%d,\"pools\":%d,\"num_work\":%lld,"
       "\"num_partials\":%lld,\"grid\":%lld,\"lengths\":%s}\n",
-      (long long)h.hq, (long long)h.hkv, (long long)h.d, (long long)shape.batch,
-      shape.len == 0 ? "\"rand1-8192\"" : std::to_string(shape.len).c_str(),
+      system_name().c_str(), (long long)h.hq, (long long)h.hkv, (long long)h.d,
+      (long long)shape.batch, shape.len == 0 ? "\"rand1-8192\"" : std::to_string(shape.len).c_str(),
       (long long)page_size, (long long)tokens, bytes, median, t.min_us, bytes / (median * 1e-6) / 1e12,
       reps, pools, (long long)plan.num_work, (long long)plan.num_partials, (long long)plan.grid,
       shape.len == 0 ? json_lengths(lengths).c_str() : "null");
@@ -181,9 +195,9 @@ int main(int argc, char** argv) {
           ++failures;
           std::string msg = e.what();
           std::replace(msg.begin(), msg.end(), '"', '\'');
-          std::printf("{\"system\":\"flashpage\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,"
+          std::printf("{\"system\":\"%s\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,"
                       "\"seq_len\":%s,\"page_size\":%lld,\"error\":\"%s\"}\n",
-                      (long long)h.hq, (long long)h.hkv, (long long)h.d, (long long)shape.batch,
+                      system_name().c_str(), (long long)h.hq, (long long)h.hkv, (long long)h.d, (long long)shape.batch,
                       shape.len == 0 ? "\"rand1-8192\"" : std::to_string(shape.len).c_str(),
                       (long long)page, msg.c_str());
           std::fflush(stdout);

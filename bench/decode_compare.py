@@ -166,13 +166,21 @@ def bench_flashinfer(flashinfer, lengths, page_size, hq, hkv, d, device, gen, te
     return us, reps
 
 
+def case_key(row):
+    return (row["hq"], row["hkv"], row["d"], row["batch"], str(row["seq_len"]), row["page_size"])
+
+
 def shape_label(row):
     return f"{row['hq']}/{row['hkv']}/{row['d']} B={row['batch']} L={row['seq_len']} p={row['page_size']}"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--flashpage", required=True, help="decode_bench JSON lines")
+    ap.add_argument("--flashpage", required=True, action="append",
+                    help="decode_bench JSON lines; the first file's shapes are also run on the "
+                         "other systems, further files (e.g. FLASHPAGE_DECODE_KERNEL=split) add "
+                         "their flashpage rows only")
+    ap.add_argument("--no-gather", action="store_true", help="skip the torch_gather system")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     ap.add_argument("--date", default=datetime.date.today().isoformat())
     ap.add_argument("--no-flashinfer", action="store_true")
@@ -181,12 +189,20 @@ def main():
     device = torch.device("cuda")
     gen = torch.Generator().manual_seed(SEED)
 
-    rows = []
-    with open(args.flashpage) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                rows.append(json.loads(line))
+    def read_rows(path):
+        out = []
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    out.append(json.loads(line))
+        return out
+
+    rows = read_rows(args.flashpage[0])
+    extra = {}  # case -> rows of the further flashpage files
+    for path in args.flashpage[1:]:
+        for r in read_rows(path):
+            extra.setdefault(case_key(r), []).append(r)
 
     flashinfer, fi_error = None, ""
     if not args.no_flashinfer:
@@ -212,10 +228,13 @@ def main():
 
     contiguous_done = {}
     for row in rows:
+        for other in extra.get(case_key(row), []):
+            add(other, other.get("system", "flashpage_other"), us=other.get("us"),
+                reps=other.get("reps"), error=other.get("error", ""))
         if "error" in row:
-            add(row, "flashpage", error=row["error"])
+            add(row, row.get("system", "flashpage"), error=row["error"])
             continue
-        add(row, "flashpage", us=row["us"], reps=row.get("reps"))
+        add(row, row.get("system", "flashpage"), us=row["us"], reps=row.get("reps"))
         lengths = case_lengths(row)
         hq, hkv, d, p = row["hq"], row["hkv"], row["d"], row["page_size"]
         key = (hq, hkv, d, row["batch"], str(row["seq_len"]))
@@ -227,12 +246,13 @@ def main():
         except Exception as e:
             add(row, "torch_contiguous", error=f"{type(e).__name__}: {e}")
         torch.cuda.empty_cache()
-        try:
-            us, reps = bench_torch_gather(lengths, p, hq, hkv, d, device, gen)
-            add(row, "torch_gather", us, reps)
-        except Exception as e:
-            add(row, "torch_gather", error=f"{type(e).__name__}: {e}")
-        torch.cuda.empty_cache()
+        if not args.no_gather:
+            try:
+                us, reps = bench_torch_gather(lengths, p, hq, hkv, d, device, gen)
+                add(row, "torch_gather", us, reps)
+            except Exception as e:
+                add(row, "torch_gather", error=f"{type(e).__name__}: {e}")
+            torch.cuda.empty_cache()
         for tc in (False, True):
             system = "flashinfer_tc" if tc else "flashinfer_cuda"
             if flashinfer is None:

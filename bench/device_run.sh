@@ -12,6 +12,9 @@ mkdir -p "$OUT"
 STAGES="${STAGES:-test sanitize decode}"
 BUILD="${BUILD:-.devcarry}"
 export PATH="/usr/local/cuda/bin:$PATH"
+if [ "$BUILD" = .devcarry ] && [ -f .devpack/devcarry.tgz ]; then  # the carried archive
+  rm -rf .devcarry && tar xzf .devpack/devcarry.tgz
+fi
 [ -d "$BUILD/lib" ] && export LD_LIBRARY_PATH="$PWD/$BUILD/lib:${LD_LIBRARY_PATH:-}"
 summary="$OUT/summary.txt"
 : >"$summary"
@@ -35,13 +38,20 @@ for stage in $STAGES; do
     test)
       # Every test binary, CUDA cases included (they skip only without a GPU).
       fails=0
+      # TEST_BINS / TEST_FILTER narrow the run (default: every binary, every test).
       for t in "$BUILD"/tests/test_*; do
         [ -x "$t" ] || continue
         name=$(basename "$t")
-        timeout "${TEST_TIMEOUT:-150}" "$t" --gtest_brief=1 >"$OUT/$name.log" 2>&1 || fails=$((fails + 1))
+        if [ -n "${TEST_BINS:-}" ] && [[ " $TEST_BINS " != *" $name "* ]]; then continue; fi
+        timeout "${TEST_TIMEOUT:-150}" "$t" --gtest_brief=1 --gtest_filter="${TEST_FILTER:-*}" \
+          >"$OUT/$name.log" 2>&1 || fails=$((fails + 1))
         note "test $name: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ' | head -c 200) skipped=$(grep -c '\[  SKIPPED' "$OUT/$name.log")"
       done
-      grep -h -A3 '\[  FAILED  \]' "$OUT"/test_*.log | head -40 >"$OUT/failures.txt"
+      # The same decode cases on the sm_80+ split kernel (the sm_90 default is the streamed one).
+      FLASHPAGE_DECODE_KERNEL=split timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/test_ops" \
+        --gtest_filter='Decode.Cuda*' --gtest_brief=1 >"$OUT/test_ops_split.log" 2>&1 || fails=$((fails + 1))
+      note "test test_ops (split decode kernel): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_ops_split.log" | tr '\n' ' ' | head -c 200)"
+      grep -h -A3 '\[  FAILED  \]' "$OUT"/test_*.log | head -60 >"$OUT/failures.txt"
       note "test binaries failing: $fails"
       ;;
     sanitize)
@@ -49,7 +59,7 @@ for stage in $STAGES; do
         for t in test_ops test_cuda_graph; do
           [ -x "$BUILD/tests/$t" ] || continue
           timeout "${SAN_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/$t" \
-            --gtest_filter="${SAN_FILTER:-Decode.CudaFixedCases:AppendGather.Cuda*:PrefillPaged.CudaFixedCases:CudaGraph.*}" \
+            --gtest_filter="${SAN_FILTER:-Decode.CudaFixedCases:Decode.CudaHeadBlocks:AppendGather.Cuda*:PrefillPaged.CudaFixedCases:CudaGraph.*}" \
             --gtest_brief=1 >"$OUT/san-$tool-$t.log" 2>&1
           note "compute-sanitizer $tool $t: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/san-$tool-$t.log" | tail -1)"
         done
@@ -58,7 +68,18 @@ for stage in $STAGES; do
     decode)
       timeout "${BENCH_TIMEOUT:-300}" "$BUILD/bench/decode_bench" ${DECODE_ARGS:-} >"$OUT/decode_bench.jsonl" 2>"$OUT/decode_bench.err"
       note "decode_bench rc=$? lines=$(wc -l <"$OUT/decode_bench.jsonl")"
-      timeout "${BENCH_TIMEOUT:-300}" python3 bench/decode_compare.py --flashpage "$OUT/decode_bench.jsonl" \
+      compare_files=(--flashpage "$OUT/decode_bench.jsonl")
+      # Variants on the same shapes, same run: name=ENV=VALUE[,ENV=VALUE] (name "split": the
+      # sm_80+ split kernel).
+      for variant in ${DECODE_VARIANTS:-split=FLASHPAGE_DECODE_KERNEL=split}; do
+        name=${variant%%=*}
+        envs=$(echo "${variant#*=}" | tr ',' ' ')
+        env $envs FLASHPAGE_BENCH_LABEL="flashpage_$name" timeout "${BENCH_TIMEOUT:-300}" \
+          "$BUILD/bench/decode_bench" ${DECODE_ARGS:-} >"$OUT/decode_bench_$name.jsonl" 2>>"$OUT/decode_bench.err"
+        note "decode_bench ($name: $envs) rc=$?"
+        compare_files+=(--flashpage "$OUT/decode_bench_$name.jsonl")
+      done
+      timeout "${BENCH_TIMEOUT:-300}" python3 bench/decode_compare.py "${compare_files[@]}" ${COMPARE_ARGS:-} \
         --out "$OUT" >"$OUT/decode_compare.log" 2>&1
       note "decode_compare rc=$?"
       ;;
@@ -73,7 +94,7 @@ for stage in $STAGES; do
     ncu)
       # Hardware counters of one decode launch (64 x 4096, 32/8/128, page 16): throughput,
       # occupancy and warp stalls, to see what limits the kernel.
-      timeout "${NCU_TIMEOUT:-120}" ncu --clock-control none --kernel-name regex:paged_decode \
+      timeout "${NCU_TIMEOUT:-120}" ncu --clock-control none --kernel-name regex:"${NCU_KERNEL:-decode_kernel}" \
         --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy \
         --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
         --section SchedulerStats "$BUILD/bench/decode_bench" ${NCU_ARGS:---heads 32/8/128 --shapes 64x4096 --pages 16 --reps 3 --min-ms 1} \

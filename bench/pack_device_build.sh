@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Packs what bench/device_run.sh runs from build/device (configure with `cmake --preset device`)
-# into .devcarry/, small enough to carry to the GPU machine: the executables and this
-# machine's libstdc++ and libgomp (the binaries may need newer ones than the device image has).
+# into .devcarry/ and its gzip archive .devpack/devcarry.tgz (carry `.devpack`: the binaries
+# alone are close to the device tool's 64 MiB limit, the archive is a third of it): the
+# executables and this machine's libstdc++ and libgomp (the binaries may need newer ones than
+# the device image has).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .devcarry
@@ -16,4 +18,6 @@ for lib in libstdc++.so.6 libgomp.so.1; do
 done
 git rev-parse --short HEAD > .devcarry/COMMIT
 strip --strip-debug .devcarry/tests/* .devcarry/tools/* .devcarry/bench/* 2>/dev/null || true
-du -sh .devcarry
+mkdir -p .devpack
+tar czf .devpack/devcarry.tgz .devcarry
+du -sh .devcarry .devpack/devcarry.tgz

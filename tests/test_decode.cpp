@@ -37,7 +37,9 @@ void run_decode(Rng& rng, const DecodeCase& c, Device device, size_t ws_bytes = 
   EXPECT_EQ(plan.kind, Plan::Kind::decode);
   EXPECT_EQ(plan.batch_size, B);
   // ops.h: the planner splits long rows into KV chunks so the device is busy at any batch size.
-  if (expect_split) EXPECT_GT(plan.num_partials, 0) << "a long row of a tiny batch was not split";
+  if (expect_split) {
+    EXPECT_GT(plan.num_partials, 0) << "a long row of a tiny batch was not split";
+  }
   Tensor out = poisoned({B, c.Hq, c.D}, c.dtype, device);
   Tensor lse = poisoned({B, c.Hq}, DType::f32, device);
   batch_decode(ws, plan, q, pc.kv, p, out, lse);
@@ -160,6 +162,32 @@ TEST(Decode, CudaLongRows) {
              Workspace::kDefaultBytes));
   FP_CASE(run_decode(rng, {{5000, 3}, 16, 16, 2, 64, KvLayout::NHD, DType::bf16, 1000, 30.0f}, cuda0(),
              Workspace::kDefaultBytes));
+}
+
+// Many KV heads per row: the streamed sm_90 kernel copies the rows of 8, 4, 2 or 1 KV heads
+// together (several head blocks per item at Hkv = 32; query groups above 16 take several
+// sub-units; fewer than 4 heads per block share a head between warps).
+TEST(Decode, CudaHeadBlocks) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  struct Heads {
+    int64_t hkv, group, d;
+  };
+  for (const Heads& h : std::vector<Heads>{{8, 4, 128}, {8, 8, 64}, {32, 1, 128}, {4, 4, 256},
+                                           {6, 2, 64}, {8, 32, 64}, {16, 2, 256}, {3, 5, 128}})
+    for (KvLayout layout : {KvLayout::NHD, KvLayout::HND})
+      FP_CASE(run_decode(rng, {{0, 1, 15, 16, 17, 1000, 3000}, 16, h.hkv * h.group, h.hkv, h.d,
+                               layout, rng.coin(0.5) ? DType::bf16 : DType::f16},
+                         cuda0()));
+  // A long row over every block, and a batch that packs many short rows into each block.
+  FP_CASE(run_decode(rng, {{40000}, 16, 32, 8, 128, KvLayout::NHD, DType::bf16}, cuda0(),
+                     Workspace::kDefaultBytes, true));
+  std::vector<int64_t> many(300);
+  for (auto& len : many) len = rng.integer(0, 40);
+  FP_CASE(run_decode(rng, {many, 16, 32, 8, 128, KvLayout::NHD, DType::bf16}, cuda0()));
+  // Window and soft cap on the streamed path.
+  FP_CASE(run_decode(rng, {{5000, 70, 0}, 1, 32, 8, 128, KvLayout::NHD, DType::bf16, 700, 20.0f},
+                     cuda0(), Workspace::kDefaultBytes));
 }
 
 TEST(Decode, CudaRandomSweep) {

@@ -10,6 +10,9 @@ namespace flashpage::cuda {
 void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, const PagedKv& kv,
                   const AttentionParams& params, Tensor& out, const Tensor& lse,
                   void* stream);
+// Whether the streamed sm_90 decode kernel was built for and runs on this device (its
+// machine code targets sm_90 or later, and so does the device). Cached per device.
+bool stream_decode_runs_on(int device_index);
 void batch_prefill_paged(const Workspace::Impl& ws, const Plan& plan, const Tensor& q,
                          const Tensor& qo_indptr, const PagedKv& kv, const Tensor& mask,
                          const AttentionParams& params, Tensor& out, const Tensor& lse, void* stream);

@@ -2,20 +2,28 @@
 // planned work list, then merges split rows.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstdint>
+
 #include "core/check.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/decode_args.h"
 #include "cuda/device_types.cuh"
 #include "cuda/generic_attention.h"
+#include "cuda/ptx_sm90.cuh"
 #include "cuda/softmax_state.cuh"
+#include "ops/decode_kernel_choice.h"
+#include "ops/decode_tiling.h"
 
 namespace flashpage::cuda {
 namespace {
 
 constexpr int kMergeThreads = 256;
 constexpr int kMergeWarps = kMergeThreads / 32;
-constexpr int kMergeUnroll = 4;  // partial loads in flight per thread
+constexpr int kMergeUnroll = 4;  // partial rows in flight per thread
 
 // Block-wide max / sum through shared memory (every thread gets the result).
 template <class Op>
@@ -40,7 +48,10 @@ template <class T>
 __global__ void __launch_bounds__(kMergeThreads)
     decode_merge_kernel(const __grid_constant__ DecodeArgs a, int head_dim) {
   __shared__ float scratch[kMergeWarps];
-  __shared__ float acc_by_group[kMergeThreads];
+  __shared__ float4 acc_by_group[kMergeThreads];
+  // Launched as a programmatic dependent of the streamed decode kernel: its blocks may start
+  // while that kernel's last blocks finish, and wait here for its partials.
+  ptx::griddepcontrol_wait();
   const int row = int(blockIdx.x), head = int(blockIdx.y), tid = int(threadIdx.x);
   const int32_t* ints = a.work_ints;
   const int num_work = ints[0], num_partials = ints[1];
@@ -61,33 +72,52 @@ __global__ void __launch_bounds__(kMergeThreads)
   sum = block_reduce(sum, scratch, [](float x, float y) { return x + y; });
   const float lse = m == kNegInf ? kNegInf : m + __logf(sum);
 
-  const int groups = kMergeThreads / head_dim;  // head_dim <= 256 divides 256
-  const int dim = tid % head_dim, group = tid / head_dim;
-  float acc = 0.0f;
-  if (lse != kNegInf && group < groups) {
+  // Four dims per thread (16-byte loads): head_dim / 4 lanes cover a partial row, so
+  // 256 / (head_dim / 4) slot groups walk the slots side by side.
+  const int lanes = head_dim / 4, groups = kMergeThreads / lanes;  // head_dim in {64,128,256}
+  const int dim = (tid % lanes) * 4, group = tid / lanes;
+  auto row_of = [&](int s) {
+    return *reinterpret_cast<const float4*>(
+        a.partial_out + (int64_t(s) * a.num_qo_heads + head) * head_dim + dim);
+  };
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  auto add = [&](float w, float4 o) {
+    acc.x += w * o.x;
+    acc.y += w * o.y;
+    acc.z += w * o.z;
+    acc.w += w * o.w;
+  };
+  if (lse != kNegInf) {
     int s = s0 + group;
     for (; s + (kMergeUnroll - 1) * groups < s1; s += kMergeUnroll * groups) {
-      float w[kMergeUnroll], o[kMergeUnroll];
+      float w[kMergeUnroll];
+      float4 o[kMergeUnroll];
 #pragma unroll
       for (int u = 0; u < kMergeUnroll; ++u) {
-        const int su = s + u * groups;
-        w[u] = lse_of(su);
-        o[u] = a.partial_out[(int64_t(su) * a.num_qo_heads + head) * head_dim + dim];
+        w[u] = lse_of(s + u * groups);
+        o[u] = row_of(s + u * groups);
       }
 #pragma unroll
-      for (int u = 0; u < kMergeUnroll; ++u) acc += __expf(w[u] - lse) * o[u];
+      for (int u = 0; u < kMergeUnroll; ++u) add(__expf(w[u] - lse), o[u]);
     }
-    for (; s < s1; s += groups)
-      acc += __expf(lse_of(s) - lse) *
-             a.partial_out[(int64_t(s) * a.num_qo_heads + head) * head_dim + dim];
+    for (; s < s1; s += groups) add(__expf(lse_of(s) - lse), row_of(s));
   }
   acc_by_group[tid] = acc;
   __syncthreads();
   if (group == 0) {
-    for (int g = 1; g < groups; ++g) acc += acc_by_group[g * head_dim + dim];
-    T* out = static_cast<T*>(a.out);
-    out[int64_t(row) * a.out_stride_batch + int64_t(head) * a.out_stride_head + dim] =
-        from_float<T>(acc);
+    for (int g = 1; g < groups; ++g) {
+      const float4 o = acc_by_group[g * lanes + tid];
+      acc.x += o.x;
+      acc.y += o.y;
+      acc.z += o.z;
+      acc.w += o.w;
+    }
+    T* out = static_cast<T*>(a.out) + int64_t(row) * a.out_stride_batch +
+             int64_t(head) * a.out_stride_head + dim;
+    out[0] = from_float<T>(acc.x);
+    out[1] = from_float<T>(acc.y);
+    out[2] = from_float<T>(acc.z);
+    out[3] = from_float<T>(acc.w);
     if (a.lse != nullptr && dim == 0)
       a.lse[int64_t(row) * a.lse_stride_batch + int64_t(head) * a.lse_stride_head] = lse;
   }
@@ -105,10 +135,66 @@ void dispatch_head_dim(const DecodeArgs& args, int64_t head_dim, dim3 grid, cuda
   }
 }
 
+template <class T>
+void dispatch_stream_head_dim(const StreamDecodeArgs& args, int64_t head_dim, int grid,
+                              cudaStream_t stream) {
+  switch (head_dim) {
+    case 64: launch_stream_decode<T, 64>(args, grid, stream); return;
+    case 128: launch_stream_decode<T, 128>(args, grid, stream); return;
+    default: launch_stream_decode<T, 256>(args, grid, stream); return;
+  }
+}
+
 bool is_capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   FP_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
   return status != cudaStreamCaptureStatusNone;
+}
+
+// The split merge over (row, query head); `programmatic`: may start before the previous
+// kernel on the stream has finished (it waits in griddepcontrol.wait), hiding its launch.
+template <class T>
+void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, bool programmatic,
+                  cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(batch), unsigned(heads));
+  config.blockDim = dim3(kMergeThreads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  if (programmatic) {
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  FP_CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge_kernel<T>, args, head_dim));
+}
+
+// Experiment knobs, read once (bench/NOTES.md records what they showed):
+// FLASHPAGE_DECODE_STAGES=N caps the streamed kernel's ring depth (>= 2),
+// FLASHPAGE_DECODE_L2_HINT=0 drops its L2 evict-first hint on K/V copies.
+struct StreamKnobs {
+  int max_stages = 0;  // 0: as many as fit
+  bool l2_hint = true;
+};
+const StreamKnobs& stream_knobs() {
+  static const StreamKnobs knobs = [] {
+    StreamKnobs k;
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_STAGES")) k.max_stages = std::atoi(v);
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_L2_HINT")) k.l2_hint = std::atoi(v) != 0;
+    return k;
+  }();
+  return knobs;
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// What the streamed kernel's 16-byte bulk copies and 4-byte stores need.
+bool stream_layout_ok(const DecodeArgs& a) {
+  return aligned16(a.q) && aligned16(a.k_pages) && aligned16(a.v_pages) && aligned16(a.out) &&
+         a.q_stride_batch % 8 == 0 && a.q_stride_head % 8 == 0 && a.out_stride_batch % 2 == 0 &&
+         a.out_stride_head % 2 == 0 && a.pages.stride_page % 8 == 0 &&
+         a.pages.stride_token % 8 == 0 && a.pages.stride_head % 8 == 0;
 }
 
 // f32 pages: the generic kernel, one warp per (row, head), whole rows (no split needed).
@@ -173,7 +259,30 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
   args.logits_soft_cap = params.logits_soft_cap;
   args.window_left = params.window_left;
 
-  if (plan.grid > 0) {
+  const auto kernel = static_cast<DecodeKernel>(ws.host_ints.size() > 3 ? ws.host_ints[3] : 0);
+  if (kernel == DecodeKernel::stream) {
+    if (!stream_layout_ok(args)) {  // unaligned views: the generic kernel reads whole rows
+      decode_generic(plan, q, kv, params, out, lse, stream);
+      return;
+    }
+    StreamDecodeArgs sa;
+    sa.d = args;
+    const int heads = StreamDecodeTiling::heads_per_block(args.num_kv_heads, int(plan.head_dim));
+    sa.heads_per_block = heads;
+    sa.query_groups = StreamDecodeTiling::query_groups(args.group_size);
+    const int d = int(plan.head_dim);
+    sa.stages = StreamDecodeTiling::stages(heads, d, args.group_size);
+    if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);
+    sa.smem_bytes = StreamDecodeTiling::kBarrierBytes +
+                    StreamDecodeTiling::query_bytes(heads, d, args.group_size) +
+                    sa.stages * StreamDecodeTiling::stage_bytes(heads, d);
+    sa.l2_evict_first = stream_knobs().l2_hint;
+    sa.heads_contiguous = args.pages.stride_head == plan.head_dim;
+    if (q.dtype() == DType::bf16)
+      dispatch_stream_head_dim<__nv_bfloat16>(sa, plan.head_dim, int(plan.grid), stream);
+    else
+      dispatch_stream_head_dim<__half>(sa, plan.head_dim, int(plan.grid), stream);
+  } else if (plan.grid > 0) {
     // KV heads fastest (see decode_kernel.cuh); blocks past grid.y's limit loop over items.
     constexpr int64_t kMaxGridY = 65535;
     const dim3 grid(unsigned(plan.num_kv_heads), unsigned(std::min(plan.grid, kMaxGridY)),
@@ -187,13 +296,37 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
   }
   // A graph captured now may replay a later plan that splits rows: always merge then.
   if (plan.num_partials > 0 || is_capturing(stream)) {
-    const dim3 grid(unsigned(plan.batch_size), unsigned(plan.num_qo_heads));
+    const bool programmatic = kernel == DecodeKernel::stream;
     if (q.dtype() == DType::bf16)
-      decode_merge_kernel<__nv_bfloat16><<<grid, kMergeThreads, 0, stream>>>(args, int(plan.head_dim));
+      launch_merge<__nv_bfloat16>(args, int(plan.batch_size), int(plan.num_qo_heads),
+                                  int(plan.head_dim), programmatic, stream);
     else
-      decode_merge_kernel<__half><<<grid, kMergeThreads, 0, stream>>>(args, int(plan.head_dim));
-    FP_CUDA_CHECK_LAUNCH();
+      launch_merge<__half>(args, int(plan.batch_size), int(plan.num_qo_heads),
+                           int(plan.head_dim), programmatic, stream);
   }
+}
+
+bool stream_decode_runs_on(int device_index) {
+  static std::atomic<uint64_t> known{0}, runs{0};
+  const uint64_t bit = uint64_t(1) << (device_index & 63);
+  if (known.load(std::memory_order_acquire) & bit) return (runs.load() & bit) != 0;
+  int major = 0;
+  FP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index));
+  int current = 0;
+  FP_CUDA_CHECK(cudaGetDevice(&current));
+  FP_CUDA_CHECK(cudaSetDevice(device_index));
+  cudaFuncAttributes attributes{};
+  const cudaError_t status = cudaFuncGetAttributes(
+      &attributes, stream_decode_probe_kernel());
+  FP_CUDA_CHECK(cudaSetDevice(current));
+  // binaryVersion: the machine code that will run (90 for sm_90a). A build without sm_90
+  // code would JIT older PTX in which the kernel body is compiled out.
+  const bool ok = status == cudaSuccess && major >= 9 && attributes.binaryVersion >= 90 &&
+                  attributes.ptxVersion >= 90;
+  if (status != cudaSuccess) (void)cudaGetLastError();
+  if (ok) runs.fetch_or(bit);
+  known.fetch_or(bit, std::memory_order_acq_rel);
+  return ok;
 }
 
 }  // namespace flashpage::cuda

@@ -30,6 +30,18 @@ struct DecodeArgs {
   int32_t window_left = -1;
 };
 
+// The streamed sm_90 kernel's launch record (decode_stream_kernel.cuh): the split kernel's
+// arguments plus the block geometry the host derived from StreamDecodeTiling.
+struct StreamDecodeArgs {
+  DecodeArgs d;
+  int32_t heads_per_block = 1;  // KV heads streamed together
+  int32_t query_groups = 1;     // ceil(group / 16): query-head groups per KV head
+  int32_t stages = 2;           // shared-memory ring depth
+  int32_t smem_bytes = 0;       // dynamic shared memory of the launch
+  bool heads_contiguous = true; // a token's heads are adjacent (NHD): one copy per token
+  bool l2_evict_first = true;   // K/V copies hint L2 to evict them first (read once a step)
+};
+
 // Query heads one decode block serves: the M of the m16n8k16 MMA. A KV head's group is padded
 // up to it (compute is free in a memory-bound kernel); groups above 16 use several blocks.
 constexpr int kDecodeHeadsPerBlock = 16;
@@ -72,9 +84,13 @@ struct DecodeTile {
 template <class T, int kHeadDim>
 void launch_paged_decode(const DecodeArgs& args, dim3 grid, cudaStream_t stream);
 
-// Combines the partial outputs of split rows (merge_indptr in the workspace) into out / lse.
-template <class T>
-void launch_decode_merge(const DecodeArgs& args, int batch_size, int head_dim,
-                         cudaStream_t stream);
+// Streamed decode (sm_90): T in {__nv_bfloat16, __half}, D in {64, 128, 256}; grid = the
+// planned number of persistent blocks (one per SM). Instantiated in decode_stream.cu.
+template <class T, int kHeadDim>
+void launch_stream_decode(const StreamDecodeArgs& args, int grid, cudaStream_t stream);
+
+// One instance of the streamed kernel, for cudaFuncGetAttributes: which machine code the
+// build carries for the current device (stream_decode_runs_on).
+const void* stream_decode_probe_kernel();
 
 }  // namespace flashpage::cuda

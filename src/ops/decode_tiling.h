@@ -1,11 +1,17 @@
 #pragma once
-// Facts about the CUDA decode block that the host planner needs (how many blocks fit on an
-// SM), kept free of CUDA headers. src/cuda/decode_args.h checks its tile against these at
-// compile time, so the planner and the kernel cannot disagree.
+// Facts about the CUDA decode kernels that the host planner needs, kept free of CUDA headers.
+// What device code calls avoids std::min/max: those are host functions, and nvcc turns a
+// run-time call of one in device code into a trap.
+// The kernels compile against the same functions (src/cuda/decode_args.h and
+// decode_stream_kernel.cuh check their tiles against these), so planner and kernel cannot
+// disagree.
 #include <algorithm>
+#include <cstdint>
 
 namespace flashpage {
 
+// The split-KV decode kernel of sm_80+ (decode_kernel.cuh): 2 warps, cp.async, one block per
+// (work item, KV head, group of <= 16 query heads), several blocks per SM.
 struct DecodeTiling {
   static constexpr int kHeadsPerBlock = 16;  // the M of one m16n8k16 MMA
   static constexpr int kTileTokens = 32;     // K/V tokens per pipeline stage
@@ -26,5 +32,69 @@ struct DecodeTiling {
     return std::max(1, kSmemPerSm / (smem_bytes(head_dim) + kReservedPerBlock));
   }
 };
+
+// The streamed decode kernel of sm_90 (decode_stream_kernel.cuh): one persistent block per
+// SM walks its share of the work list. A producer warp streams whole token rows of
+// `heads_per_block` KV heads (one bulk copy per token and K/V, any page size) into a ring of
+// shared-memory stages; consumer warps each own one KV head's 16 query-head rows (MMA M) and
+// a 16-token slice of every stage. Work items cover every KV head of a row's token range;
+// the block walks an item's head blocks and query-head groups as consecutive sub-units.
+struct StreamDecodeTiling {
+  static constexpr int kRowsPerWarp = 16;     // query heads of one KV head per MMA M tile
+  static constexpr int kSliceTokens = 16;     // tokens per consumer warp per stage (MMA K)
+  static constexpr int kElemBytes = 2;
+  static constexpr int kRowPadBytes = 16;     // shifts token rows by 4 banks for ldmatrix
+  static constexpr int kMinConsumerWarps = 4;
+  static constexpr int kMaxStages = 8;
+  static constexpr int kSmemBudget = 227 * 1024;  // Hopper's per-block dynamic maximum
+  static constexpr int kBarrierBytes = 256;       // mbarriers at the front of shared memory
+
+  // KV heads whose rows one block streams together: the largest of 8/4/2/1 dividing Hkv,
+  // at most 4 at head_dim 256 (register file: one warp per head holds 16 x 256 f32).
+  static constexpr int heads_per_block(int num_kv_heads, int head_dim) {
+    const int cap = head_dim > 128 ? 4 : 8;
+    for (int h = cap; h > 1; h /= 2)
+      if (num_kv_heads % h == 0) return h;
+    return 1;
+  }
+  static constexpr int consumer_warps(int heads) {
+    return heads > kMinConsumerWarps ? heads : kMinConsumerWarps;
+  }
+  static constexpr int warps_per_head(int heads) { return consumer_warps(heads) / heads; }
+  static constexpr int stage_tokens(int heads) { return kSliceTokens * warps_per_head(heads); }
+  static constexpr int query_rows(int group_size) {
+    return group_size < kRowsPerWarp ? group_size : kRowsPerWarp;
+  }
+  static constexpr int query_groups(int group_size) {
+    return (group_size + kRowsPerWarp - 1) / kRowsPerWarp;
+  }
+  static constexpr int token_row_bytes(int heads, int head_dim) {
+    return heads * head_dim * kElemBytes + kRowPadBytes;
+  }
+  static constexpr int stage_bytes(int heads, int head_dim) {
+    return 2 * stage_tokens(heads) * token_row_bytes(heads, head_dim);  // K then V
+  }
+  static constexpr int query_row_bytes(int head_dim) { return head_dim * kElemBytes + kRowPadBytes; }
+  static constexpr int query_bytes(int heads, int head_dim, int group_size) {
+    return heads * query_rows(group_size) * query_row_bytes(head_dim);
+  }
+  static constexpr int stages(int heads, int head_dim, int group_size) {
+    const int room = kSmemBudget - kBarrierBytes - query_bytes(heads, head_dim, group_size);
+    const int fit = room / stage_bytes(heads, head_dim);
+    return fit < kMaxStages ? fit : kMaxStages;
+  }
+  static constexpr int smem_bytes(int heads, int head_dim, int group_size) {
+    return kBarrierBytes + query_bytes(heads, head_dim, group_size) +
+           stages(heads, head_dim, group_size) * stage_bytes(heads, head_dim);
+  }
+  // Shared by the planner's cost model: what an item costs beyond streaming its tokens
+  // (query load, epilogue), in tokens of one sub-unit.
+  static constexpr int kItemOverheadTokens = 16;
+  // Pieces shorter than this are not cut off a row (a partial costs more than it balances).
+  static constexpr int kMinPieceTokens = 64;
+};
+
+static_assert(StreamDecodeTiling::stages(8, 128, 16) >= 2 && StreamDecodeTiling::stages(4, 256, 16) >= 2 &&
+              StreamDecodeTiling::stages(8, 64, 16) >= 2);
 
 }  // namespace flashpage

@@ -5,8 +5,10 @@
 
 #include "core/check.h"
 #include "core/device_memory.h"
+#include "ops/decode_kernel_choice.h"
 #include "ops/decode_tiling.h"
 #include "ops/page_table_check.h"
+#include "ops/stream_decode_plan.h"
 #include "ops/workspace.h"
 
 #ifdef _OPENMP
@@ -75,12 +77,14 @@ void check_plan_args(const Workspace& ws, const PageTable& host_table, const Pag
   (void)host_table;
 }
 
-// Writes header + items + merge_indptr into the mirror and copies it to the device.
+// Writes header + items + merge_indptr (+ block_indptr) into the mirror and copies it to the
+// device.
 Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
-             const std::vector<int32_t>& merge_indptr) {
+             const std::vector<int32_t>& merge_indptr, DecodeKernel kernel = DecodeKernel::cpu,
+             const std::vector<int32_t>& block_indptr = {}) {
   const int64_t n_ints = Workspace::Impl::kHeaderInts +
                          int64_t(items.size()) * Workspace::Impl::kWorkFields +
-                         int64_t(merge_indptr.size());
+                         int64_t(merge_indptr.size()) + int64_t(block_indptr.size());
   check::require(n_ints <= w.ints.numel(), "workspace: the work list needs ", n_ints * 4,
                  " bytes of its integer region, it has ", w.ints.numel() * 4,
                  "; create the Workspace with more bytes");
@@ -88,11 +92,14 @@ Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
   w.host_ints[0] = int32_t(items.size());
   w.host_ints[1] = int32_t(plan.num_partials);
   w.host_ints[2] = int32_t(plan.batch_size);
+  w.host_ints[3] = int32_t(kernel);
   std::copy_n(reinterpret_cast<const int32_t*>(items.data()), items.size() * 4,
               w.host_ints.begin() + Workspace::Impl::kHeaderInts);
   w.merge_indptr_offset = Workspace::Impl::kHeaderInts + int64_t(items.size()) * 4;
   std::copy(merge_indptr.begin(), merge_indptr.end(),
             w.host_ints.begin() + w.merge_indptr_offset);
+  std::copy(block_indptr.begin(), block_indptr.end(),
+            w.host_ints.begin() + w.merge_indptr_offset + int64_t(merge_indptr.size()));
   w.partial_lse_offset = plan.num_partials * plan.num_qo_heads * plan.head_dim;
   if (w.device.is_cuda())
     detail::copy_bytes(w.ints.data(), w.device, w.host_ints.data(), Device::cpu(),
@@ -122,10 +129,22 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
   plan.page_size = kv.page_size();
   plan.total_q_rows = plan.batch_size;
 
-  // Chunk length from the wave model, then doubled until the partials fit the float region.
-  const int64_t slots = concurrent_slots(ws.device(), plan.head_dim);
   const int64_t per_partial_floats = num_qo_heads * (plan.head_dim + 1);
   const int64_t max_partials = (w.floats.numel()) / std::max<int64_t>(per_partial_floats, 1);
+  const DecodeKernel kernel = choose_decode_kernel(ws.device(), kv.k_pages.dtype(), plan.head_dim);
+  if (kernel == DecodeKernel::stream) {
+    // Persistent blocks, one per SM, each given an equal share of the tokens.
+    const int64_t blocks = detail::cuda_sm_count(ws.device().index);
+    StreamDecodeWork work =
+        plan_stream_decode(lengths, plan.num_kv_heads, plan.head_dim, blocks, max_partials);
+    plan.num_partials = work.num_partials;
+    plan.grid = blocks;
+    plan.kv_chunk = 0;  // pieces vary in length
+    return publish(w, plan, work.items, work.merge_indptr, kernel, work.block_indptr);
+  }
+
+  // Chunk length from the wave model, then doubled until the partials fit the float region.
+  const int64_t slots = concurrent_slots(ws.device(), plan.head_dim);
   int64_t chunk = choose_decode_chunk(lengths, plan.num_kv_heads, plan.head_dim, plan.page_size,
                                       slots, min_chunk_tokens(ws.device()));
   auto count_partials = [&](int64_t c) {
@@ -156,7 +175,7 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
   });
   plan.num_partials = slot;
   plan.grid = int64_t(items.size());  // one block column per item; replays with more loop
-  return publish(w, plan, items, merge_indptr);
+  return publish(w, plan, items, merge_indptr, kernel);
 }
 
 Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& host_table,

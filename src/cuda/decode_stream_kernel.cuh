@@ -1,0 +1,439 @@
+#pragma once
+// Streamed paged decode for sm_90: one persistent block per SM walks its share of the work
+// list (the planner balances tokens across blocks, cutting rows where needed; cut rows are
+// merged afterwards from their partials).
+//
+// Warp roles. The last warp is the producer: for each sub-unit (item x KV-head block x
+// query-head group) it bulk-copies the query rows into the query slot, then streams the
+// item's K/V tokens into a ring of shared-memory stages: one bulk copy per token of K and of
+// V covering all the block's KV heads (their rows are adjacent in NHD pages; HND pages take
+// one copy per head), each token's page looked up on its own, so every page size costs the
+// same. Copies complete on the stage's "full" mbarrier; consumers release the stage on its
+// "empty" mbarrier. The producer never waits for the consumers' epilogues: the next item's
+// tokens are already in flight while they finish the last one.
+//
+// Consumer warp c serves KV head c % heads of the block and token slice c / heads of every
+// stage: per 16 tokens, S[16 query heads x 16] = Q.K^T on m16n8k16 MMAs, online softmax in
+// the log2 domain, O += P.V. Every K/V byte is read from HBM once for all query heads of its
+// group. When several warps share a head (fewer than 4 KV heads per block), each writes its
+// own partial and the split merge combines them.
+#include <cstdint>
+
+#include "core/check.h"
+#include "cuda/cuda_check.h"
+#include "cuda/decode_args.h"
+#include "cuda/kernel_attributes.h"
+#include "cuda/device_types.cuh"
+#include "cuda/ptx.cuh"
+#include "cuda/ptx_sm90.cuh"
+#include "cuda/softmax_state.cuh"
+#include "ops/decode_tiling.h"
+#include "ops/workspace.h"
+
+namespace flashpage::cuda {
+
+template <class T, int kHeadDim, int kConsumerWarps>
+struct StreamDecodeBlock {
+  using Tiling = StreamDecodeTiling;
+  static constexpr int kKSteps = kHeadDim / 16;   // MMA K steps of Q.K^T
+  static constexpr int kDimTiles = kHeadDim / 8;  // MMA N tiles of O
+  static constexpr int kVecBytes = 16;
+  static constexpr int kHeadBytes = kHeadDim * Tiling::kElemBytes;
+  static constexpr int kQueryRowBytes = Tiling::query_row_bytes(kHeadDim);
+  static constexpr int kThreads = (kConsumerWarps + 1) * 32;
+  // Stage tokens per producer lane: a stage holds 16 tokens per warp sharing a head, at most
+  // 4 warps per head (1 KV head per block, 4 consumer warps): 64 tokens.
+  static constexpr int kTokensPerLane = 2;
+  static_assert(Tiling::stage_tokens(1) <= 32 * kTokensPerLane);
+
+  const StreamDecodeArgs& a;
+  uint32_t bars;       // full[stages], empty[stages], q_full, q_empty (8 bytes each)
+  uint32_t q_slot;     // [heads][query_rows][kQueryRowBytes]
+  uint32_t stage0;     // stages of [K tokens][row bytes] then [V tokens][row bytes]
+  int lane, warp;
+
+  // Per-block constants.
+  int heads, row_bytes, stage_tokens, stage_bytes, query_rows, sub_units;
+
+  __device__ __forceinline__ StreamDecodeBlock(const StreamDecodeArgs& args, uint8_t* smem)
+      : a(args) {
+    lane = int(threadIdx.x) & 31;
+    warp = int(threadIdx.x) >> 5;
+    heads = a.heads_per_block;
+    row_bytes = Tiling::token_row_bytes(heads, kHeadDim);
+    stage_tokens = Tiling::kSliceTokens * (kConsumerWarps / heads);
+    stage_bytes = 2 * stage_tokens * row_bytes;
+    query_rows = Tiling::query_rows(a.d.group_size);
+    sub_units = (a.d.num_kv_heads / heads) * a.query_groups;
+    bars = ptx::smem_addr(smem);
+    q_slot = bars + Tiling::kBarrierBytes;
+    stage0 = q_slot + heads * query_rows * kQueryRowBytes;
+  }
+
+  __device__ __forceinline__ uint32_t full_bar(int s) const { return bars + 8u * uint32_t(s); }
+  __device__ __forceinline__ uint32_t empty_bar(int s) const {
+    return bars + 8u * uint32_t(a.stages + s);
+  }
+  __device__ __forceinline__ uint32_t q_full_bar() const { return bars + 8u * uint32_t(2 * a.stages); }
+  __device__ __forceinline__ uint32_t q_empty_bar() const {
+    return bars + 8u * uint32_t(2 * a.stages + 1);
+  }
+
+  // What one sub-unit of an item covers. Both roles derive it the same way, so their stage
+  // sequences agree without talking to each other.
+  struct SubUnit {
+    int row, lo, hi, slot;
+    int kv_head0;   // first KV head of the block
+    int q_offset;   // query head of (KV head kv_head0, row 0) minus kv_head0 * group
+    int rows;       // valid query rows per KV head (<= 16)
+  };
+  __device__ __forceinline__ SubUnit sub_unit(const int4& item, int u) const {
+    SubUnit s;
+    s.row = item.x;
+    s.lo = item.y;
+    s.hi = item.z;
+    s.slot = item.w;
+    if (a.d.window_left >= 0) {
+      const int length = a.d.pages.length(s.row);
+      s.lo = max(s.lo, length - 1 - a.d.window_left);  // keys before the window: not loaded
+    }
+    const int head_block = u / a.query_groups, query_group = u - head_block * a.query_groups;
+    s.kv_head0 = head_block * heads;
+    s.q_offset = query_group * Tiling::kRowsPerWarp;
+    s.rows = min(Tiling::kRowsPerWarp, a.d.group_size - s.q_offset);
+    return s;
+  }
+
+  __device__ __forceinline__ void block_items(int& begin, int& end) const {
+    const int32_t* ints = a.d.work_ints;
+    const int num_work = ints[0], batch = ints[2];
+    const int32_t* block_indptr = ints + Workspace::Impl::kHeaderInts +
+                                  int64_t(num_work) * Workspace::Impl::kWorkFields + batch + 1;
+    begin = block_indptr[blockIdx.x];
+    end = block_indptr[blockIdx.x + 1];
+  }
+  __device__ __forceinline__ int4 item_at(int w) const {
+    return reinterpret_cast<const int4*>(a.d.work_ints + Workspace::Impl::kHeaderInts)[w];
+  }
+
+  // ---- producer (one warp) -------------------------------------------------------------
+  __device__ __forceinline__ void copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
+                                       uint64_t policy) const {
+    if (a.l2_evict_first)
+      ptx::bulk_copy_g2s_hint(dst, src, bytes, bar, policy);
+    else
+      ptx::bulk_copy_g2s(dst, src, bytes, bar);
+  }
+
+  __device__ __forceinline__ void produce() {
+    const uint64_t policy = ptx::l2_evict_first_policy();
+    const uint8_t* q = static_cast<const uint8_t*>(a.d.q);
+    const uint8_t* k = static_cast<const uint8_t*>(a.d.k_pages);
+    const uint8_t* v = static_cast<const uint8_t*>(a.d.v_pages);
+    const PageTableView& pt = a.d.pages;
+    int stage = 0;
+    uint32_t phase = 0, q_phase = 0;
+    int begin, end;
+    block_items(begin, end);
+    for (int w = begin; w < end; ++w) {
+      const int4 item = item_at(w);
+      const int32_t* row_pages = pt.indices + pt.indptr[item.x];
+      for (int u = 0; u < sub_units; ++u) {
+        const SubUnit su = sub_unit(item, u);
+        // Query rows of the block's heads into the (single) query slot, once the consumers
+        // hold the previous sub-unit's queries in registers.
+        ptx::mbarrier_wait(q_empty_bar(), q_phase ^ 1u);
+        const int copies = heads * su.rows;
+        if (lane == 0) ptx::mbarrier_arrive_expect_tx(q_full_bar(), uint32_t(copies * kHeadBytes));
+        __syncwarp();
+        for (int e = lane; e < copies; e += 32) {
+          const int h = e / su.rows, r = e - h * su.rows;
+          const int head = (su.kv_head0 + h) * a.d.group_size + su.q_offset + r;
+          const uint8_t* src =
+              q + (int64_t(su.row) * a.d.q_stride_batch + int64_t(head) * a.d.q_stride_head) * 2;
+          ptx::bulk_copy_g2s(q_slot + uint32_t((h * query_rows + r) * kQueryRowBytes), src,
+                             kHeadBytes, q_full_bar());
+        }
+        q_phase ^= 1u;
+
+        for (int tile_lo = su.lo; tile_lo < su.hi; tile_lo += stage_tokens) {
+          const int n = min(stage_tokens, su.hi - tile_lo);
+          // This lane's tokens (lane, lane + 32) and their pages, looked up before the wait
+          // for a free stage, so the page-table loads' latency hides behind it.
+          int64_t off[kTokensPerLane];
+#pragma unroll
+          for (int i = 0; i < kTokensPerLane; ++i) {
+            const int t = lane + 32 * i;
+            off[i] = -1;
+            if (t < n) {
+              uint32_t page_index, in_page;
+              pt.page_divisor.divmod(uint32_t(tile_lo + t), page_index, in_page);
+              off[i] = (int64_t(row_pages[page_index]) * pt.stride_page +
+                        int64_t(in_page) * pt.stride_token +
+                        int64_t(su.kv_head0) * pt.stride_head) * 2;
+            }
+          }
+          ptx::mbarrier_wait(empty_bar(stage), phase ^ 1u);
+          if (lane == 0)
+            ptx::mbarrier_arrive_expect_tx(full_bar(stage), uint32_t(2 * n * heads * kHeadBytes));
+          __syncwarp();
+          const uint32_t k_dst = stage0 + uint32_t(stage * stage_bytes);
+          const uint32_t v_dst = k_dst + uint32_t(stage_tokens * row_bytes);
+#pragma unroll
+          for (int i = 0; i < kTokensPerLane; ++i) {
+            if (off[i] < 0) continue;
+            const uint32_t at = uint32_t((lane + 32 * i) * row_bytes);
+            if (a.heads_contiguous) {
+              // NHD: the block's heads of one token are one run of heads * D elements.
+              copy(k_dst + at, k + off[i], uint32_t(heads * kHeadBytes), full_bar(stage), policy);
+              copy(v_dst + at, v + off[i], uint32_t(heads * kHeadBytes), full_bar(stage), policy);
+            } else {
+              // HND (or strided heads): one copy per head.
+              for (int h = 0; h < heads; ++h) {
+                const int64_t head_off = int64_t(h) * pt.stride_head * 2;
+                copy(k_dst + at + uint32_t(h * kHeadBytes), k + off[i] + head_off, kHeadBytes,
+                     full_bar(stage), policy);
+                copy(v_dst + at + uint32_t(h * kHeadBytes), v + off[i] + head_off, kHeadBytes,
+                     full_bar(stage), policy);
+              }
+            }
+          }
+          if (++stage == a.stages) {
+            stage = 0;
+            phase ^= 1u;
+          }
+        }
+      }
+    }
+  }
+
+  // ---- consumers ------------------------------------------------------------------------
+  // Per-thread online softmax of rows (lane / 4) and (lane / 4 + 8), fragment-distributed.
+  float m[2], d[2];
+  float o[kDimTiles][4];
+  uint32_t qa[kKSteps][4];  // the 16 x D query tile as MMA A fragments
+
+  __device__ __forceinline__ float logit(float s, int token, int hi) const {
+    float x;
+    if (a.d.logits_soft_cap > 0.0f) {
+      x = a.d.logits_soft_cap * tanhf(s * a.d.scale / a.d.logits_soft_cap) * kLog2e;
+    } else {
+      x = s * (a.d.scale * kLog2e);
+    }
+    return token < hi ? x : kNegInf;
+  }
+
+  // One 16-token slice starting at token `first` (tokens >= hi are masked): K rows at k_base,
+  // V rows at v_base, this warp's head already applied.
+  __device__ __forceinline__ void compute_slice(uint32_t k_base, uint32_t v_base, int first, int hi) {
+    float s[2][4] = {};
+    const uint32_t k_addr = k_base + uint32_t(((lane & 7) + (lane >> 4) * 8) * row_bytes +
+                                              ((lane >> 3) & 1) * kVecBytes);
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      uint32_t kb[4];
+      ptx::ldmatrix_x4(kb, k_addr + ks * 2 * kVecBytes);
+      ptx::mma_16816<T>(s[0], qa[ks], kb[0], kb[1]);
+      ptx::mma_16816<T>(s[1], qa[ks], kb[2], kb[3]);
+    }
+    // Element e of N tile n: row (lane/4 + 8*(e/2)), token first + 8n + 2*(lane%4) + e%2.
+    float tile_max[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = logit(s[n][e], first + 8 * n + 2 * (lane & 3) + (e & 1), hi);
+        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[n][e]);
+      }
+    float alpha[2], sub[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+      const float m_new = fmaxf(m[i], tile_max[i]);
+      alpha[i] = softmax_rescale(m[i], m_new);
+      sub[i] = softmax_safe_max(m_new);
+      m[i] = m_new;
+      d[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - sub[e >> 1]);
+        d[e >> 1] += s[n][e];
+      }
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e >> 1];
+    // The S accumulators of two N tiles are exactly a 16x16 A fragment of P.
+    const uint32_t pa[4] = {ptx::pack2<T>(s[0][0], s[0][1]), ptx::pack2<T>(s[0][2], s[0][3]),
+                            ptx::pack2<T>(s[1][0], s[1][1]), ptx::pack2<T>(s[1][2], s[1][3])};
+    const uint32_t v_addr = v_base + uint32_t(((lane & 7) + ((lane >> 3) & 1) * 8) * row_bytes +
+                                              (lane >> 4) * kVecBytes);
+#pragma unroll
+    for (int nd = 0; nd < kDimTiles / 2; ++nd) {
+      uint32_t vb[4];
+      ptx::ldmatrix_x4_trans(vb, v_addr + nd * 2 * kVecBytes);
+      ptx::mma_16816<T>(o[2 * nd], pa, vb[0], vb[1]);
+      ptx::mma_16816<T>(o[2 * nd + 1], pa, vb[2], vb[3]);
+    }
+  }
+
+  // Final output (slot < 0) or this warp's partial (slot + token slice) for its head's rows.
+  __device__ __forceinline__ void epilogue(const SubUnit& su, int head_local, int slice) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      d[i] += __shfl_xor_sync(0xffffffffu, d[i], 1);
+      d[i] += __shfl_xor_sync(0xffffffffu, d[i], 2);
+    }
+    const int g = lane >> 2, c = 2 * (lane & 3);
+    float* partial_lse_base =
+        a.d.partial_out + int64_t(a.d.work_ints[1]) * a.d.num_qo_heads * kHeadDim;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = g + 8 * i;
+      if (r >= su.rows) continue;
+      const int head = (su.kv_head0 + head_local) * a.d.group_size + su.q_offset + r;
+      const float inv = d[i] > 0.0f ? 1.0f / d[i] : 0.0f;
+      const float lse = softmax_lse(m[i], d[i]);
+      if (su.slot < 0) {
+        T* out = static_cast<T*>(a.d.out) + int64_t(su.row) * a.d.out_stride_batch +
+                 int64_t(head) * a.d.out_stride_head;
+#pragma unroll
+        for (int n = 0; n < kDimTiles; ++n)
+          *reinterpret_cast<uint32_t*>(out + 8 * n + c) =
+              ptx::pack2<T>(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+        if (a.d.lse != nullptr && (lane & 3) == 0)
+          a.d.lse[int64_t(su.row) * a.d.lse_stride_batch + int64_t(head) * a.d.lse_stride_head] = lse;
+      } else {
+        const int64_t at = int64_t(su.slot + slice) * a.d.num_qo_heads + head;
+        float* po = a.d.partial_out + at * kHeadDim;
+#pragma unroll
+        for (int n = 0; n < kDimTiles; ++n)
+          *reinterpret_cast<float2*>(po + 8 * n + c) =
+              make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+        if ((lane & 3) == 0) partial_lse_base[at] = lse;
+      }
+    }
+  }
+
+  __device__ __forceinline__ void consume() {
+    const int head_local = warp % heads, slice = warp / heads;
+    int stage = 0;
+    uint32_t phase = 0, q_phase = 0;
+    int begin, end;
+    block_items(begin, end);
+    for (int w = begin; w < end; ++w) {
+      const int4 item = item_at(w);
+      for (int u = 0; u < sub_units; ++u) {
+        const SubUnit su = sub_unit(item, u);
+        ptx::mbarrier_wait(q_full_bar(), q_phase);
+        {
+          // Rows past the valid ones read row 0 again (finite values; never written out).
+          const int r = lane & 15;
+          const uint32_t q_addr =
+              q_slot + uint32_t((head_local * query_rows + (r < su.rows ? r : 0)) * kQueryRowBytes +
+                                (lane >> 4) * kVecBytes);
+#pragma unroll
+          for (int ks = 0; ks < kKSteps; ++ks) ptx::ldmatrix_x4(qa[ks], q_addr + ks * 2 * kVecBytes);
+        }
+        __syncwarp();
+        if (lane == 0) ptx::mbarrier_arrive(q_empty_bar());
+        q_phase ^= 1u;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          m[i] = kNegInf;
+          d[i] = 0.0f;
+        }
+#pragma unroll
+        for (int n = 0; n < kDimTiles; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
+
+        for (int tile_lo = su.lo; tile_lo < su.hi; tile_lo += stage_tokens) {
+          ptx::mbarrier_wait(full_bar(stage), phase);
+          const int first = tile_lo + slice * Tiling::kSliceTokens;
+          if (first < su.hi) {
+            const uint32_t k_base = stage0 + uint32_t(stage * stage_bytes) +
+                                    uint32_t(slice * Tiling::kSliceTokens * row_bytes +
+                                             head_local * kHeadBytes);
+            compute_slice(k_base, k_base + uint32_t(stage_tokens * row_bytes), first, su.hi);
+          }
+          __syncwarp();
+          if (lane == 0) ptx::mbarrier_arrive(empty_bar(stage));
+          if (++stage == a.stages) {
+            stage = 0;
+            phase ^= 1u;
+          }
+        }
+        epilogue(su, head_local, slice);
+      }
+    }
+  }
+
+  // Zeroes the V half of every stage once: tokens past an item's end are never copied, and
+  // their P = 0 must not meet NaN bit patterns in P.V (masked K rows are harmless: their
+  // logits are replaced by -inf). Then initialises the barriers.
+  __device__ __forceinline__ void init(uint8_t* smem) {
+    const int v_bytes = stage_tokens * row_bytes;
+    const int first = int(stage0 - bars);
+    for (int s = 0; s < a.stages; ++s)
+      for (int at = int(threadIdx.x) * 16; at < v_bytes; at += kThreads * 16)
+        *reinterpret_cast<uint4*>(smem + first + s * stage_bytes + v_bytes + at) =
+            make_uint4(0, 0, 0, 0);
+    ptx::fence_proxy_async_shared();
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < a.stages; ++s) {
+        ptx::mbarrier_init(full_bar(s), 1);
+        ptx::mbarrier_init(empty_bar(s), kConsumerWarps);
+      }
+      ptx::mbarrier_init(q_full_bar(), 1);
+      ptx::mbarrier_init(q_empty_bar(), kConsumerWarps);
+      ptx::fence_barrier_init();
+    }
+    __syncthreads();
+  }
+};
+
+template <class T, int kHeadDim, int kConsumerWarps>
+__global__ void __launch_bounds__((kConsumerWarps + 1) * 32, 1)
+    stream_decode_kernel(const __grid_constant__ StreamDecodeArgs args) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) uint8_t smem[];
+  StreamDecodeBlock<T, kHeadDim, kConsumerWarps> block(args, smem);
+  block.init(smem);
+  if (block.warp == kConsumerWarps) {
+    block.produce();
+  } else {
+    block.consume();
+  }
+#endif
+}
+
+}  // namespace flashpage::cuda
+
+namespace flashpage::cuda {
+
+template <class T, int kHeadDim, int kConsumerWarps>
+void launch_stream_decode_warps(const StreamDecodeArgs& args, int grid, cudaStream_t stream) {
+  constexpr auto kernel = &stream_decode_kernel<T, kHeadDim, kConsumerWarps>;
+  // The limit is set once per kernel: the largest any group size needs.
+  allow_shared_memory<kernel>(StreamDecodeTiling::kSmemBudget);
+  kernel<<<grid, (kConsumerWarps + 1) * 32, args.smem_bytes, stream>>>(args);
+  FP_CUDA_CHECK_LAUNCH();
+}
+
+template <class T, int kHeadDim>
+void launch_stream_decode(const StreamDecodeArgs& args, int grid, cudaStream_t stream) {
+  const int warps = StreamDecodeTiling::consumer_warps(args.heads_per_block);
+  if constexpr (kHeadDim <= 128) {
+    if (warps == 8) return launch_stream_decode_warps<T, kHeadDim, 8>(args, grid, stream);
+  }
+  check::require(warps == 4, "batch_decode: no streamed decode kernel for ", warps,
+                 " consumer warps at head_dim ", kHeadDim);
+  launch_stream_decode_warps<T, kHeadDim, 4>(args, grid, stream);
+}
+
+}  // namespace flashpage::cuda

@@ -1,0 +1,120 @@
+#pragma once
+// Thin wrappers over the Hopper (sm_90) PTX of the streamed kernels: shared-memory mbarriers
+// and 1-D bulk async copies (the copy engine behind TMA) that complete on an mbarrier's
+// transaction count. Each wrapper compiles to nothing below sm_90; callers only reach them on
+// sm_90+ (the host picks the kernel from the device's compute capability).
+#include <cstdint>
+
+namespace flashpage::cuda::ptx {
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FLASHPAGE_SM90_PTX 1
+#endif
+
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+#endif
+}
+
+// Makes the barrier initialisations visible to the async proxy (the copy engine) before any
+// copy signals them; a __syncthreads() then publishes them to the other threads.
+__device__ __forceinline__ void fence_barrier_init() {
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+// Orders this thread's earlier generic-proxy shared-memory writes before later async-proxy
+// accesses (bulk copies into the same bytes).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// One arrival (release semantics: this thread's earlier shared reads are done before it).
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
+// One arrival that also announces `bytes` of bulk-copy data the phase must wait for.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+
+// Spins until the phase of parity `parity` has completed (acquire: the data it guarded is
+// visible afterwards). A fresh barrier counts its (virtual) phase of parity 1 as complete,
+// so a producer's first wait on an "empty" barrier with parity 1 passes at once.
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+#ifdef FLASHPAGE_SM90_PTX
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
+
+// Bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to
+// shared memory; completion is counted on `bar`'s transaction count. A CTA's own shared
+// address is valid in the shared::cluster window (a launch without clusters is a cluster of 1).
+__device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes,
+                                              uint32_t bar) {
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+#endif
+}
+
+// Same, with an L2 eviction-priority hint (the policy from createpolicy below): streamed K/V
+// is read once per step, so it should not push out the page table and queries.
+__device__ __forceinline__ void bulk_copy_g2s_hint(uint32_t dst, const void* src, uint32_t bytes,
+                                                   uint32_t bar, uint64_t policy) {
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], "
+      "%2, [%3], %4;\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+#endif
+}
+
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy = 0;
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+#endif
+  return policy;
+}
+
+// Lets a kernel launched after this one with programmatic stream serialisation start its
+// prologue; griddepcontrol_wait in that kernel still waits for this grid's memory.
+__device__ __forceinline__ void griddepcontrol_launch_dependents() {
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void griddepcontrol_wait() {
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+}  // namespace flashpage::cuda::ptx

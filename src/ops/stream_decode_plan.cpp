@@ -1,0 +1,170 @@
+#include "ops/stream_decode_plan.h"
+
+#include <algorithm>
+#include <numeric>
+#include <queue>
+
+#include "core/check.h"
+#include "ops/decode_tiling.h"
+
+namespace flashpage {
+
+namespace {
+
+using Tiling = StreamDecodeTiling;
+
+struct Piece {
+  int32_t row, begin, end;
+  int64_t block;
+};
+
+// Lays the rows end to end and cuts them into `blocks` shares of about `quota` tokens (each
+// item also costs kItemOverheadTokens). Returns the pieces and the last block's load, which
+// absorbs what the quota underestimated.
+std::vector<Piece> cut_rows(const std::vector<int64_t>& lengths, int64_t blocks, int64_t quota,
+                            int64_t& last_load) {
+  constexpr int64_t kOverhead = Tiling::kItemOverheadTokens;
+  constexpr int64_t kMinPiece = Tiling::kMinPieceTokens;
+  const int64_t last = blocks - 1;
+  std::vector<Piece> pieces;
+  int64_t block = 0, load = 0;
+  auto next_block = [&] {
+    if (block < last) {
+      ++block;
+      load = 0;
+    }
+  };
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    const int64_t len = lengths[b];
+    if (len == 0) {  // still an item: its output is written (zeros, LSE -inf)
+      pieces.push_back({int32_t(b), 0, 0, block});
+      load += kOverhead;
+      if (load >= quota) next_block();
+      continue;
+    }
+    int64_t pos = 0;
+    while (pos < len) {
+      const int64_t rem = len - pos, room = quota - load - kOverhead;
+      int64_t take;
+      if (block == last || rem <= room) {
+        take = rem;
+      } else if (room >= kMinPiece) {
+        // Never leave a tail shorter than a minimum piece for the next block.
+        take = rem - room >= kMinPiece ? room : std::max(rem - kMinPiece, kMinPiece);
+        if (take >= rem) take = rem;
+      } else {
+        next_block();
+        continue;
+      }
+      pieces.push_back({int32_t(b), int32_t(pos), int32_t(pos + take), block});
+      load += take + kOverhead;
+      pos += take;
+      if (load + kOverhead + kMinPiece > quota) next_block();
+    }
+  }
+  last_load = block == last ? load : 0;
+  return pieces;
+}
+
+// Whole rows to blocks, longest first onto the least loaded block (when cuts would need
+// more partial slots than the workspace has).
+std::vector<Piece> assign_rows(const std::vector<int64_t>& lengths, int64_t blocks) {
+  std::vector<size_t> order(lengths.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return lengths[x] > lengths[y]; });
+  using Load = std::pair<int64_t, int64_t>;  // (tokens, block)
+  std::priority_queue<Load, std::vector<Load>, std::greater<Load>> heap;
+  for (int64_t k = 0; k < blocks; ++k) heap.push({0, k});
+  std::vector<Piece> pieces;
+  for (size_t b : order) {
+    Load l = heap.top();
+    heap.pop();
+    pieces.push_back({int32_t(b), 0, int32_t(lengths[b]), l.second});
+    l.first += lengths[b] + Tiling::kItemOverheadTokens;
+    heap.push(l);
+  }
+  return pieces;
+}
+
+}  // namespace
+
+StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t num_kv_heads,
+                                    int64_t head_dim, int64_t blocks,
+                                    int64_t max_partials) {
+  check::require(blocks >= 1, "plan_decode: expected at least one block, got ", blocks);
+  const int heads = Tiling::heads_per_block(int(num_kv_heads), int(head_dim));
+  const int64_t warps_per_head = Tiling::warps_per_head(heads);
+  const int64_t batch = int64_t(lengths.size());
+  constexpr int64_t kOverhead = Tiling::kItemOverheadTokens;
+
+  // Every sub-unit of an item costs the same, so shares are counted in tokens of one. The
+  // smallest quota whose cut leaves the last block no fuller than the others, by bisection
+  // (a cut is linear in rows + blocks).
+  int64_t total = 0;
+  for (int64_t len : lengths) total += len + kOverhead;
+  int64_t lo = std::max<int64_t>(1, (total + blocks - 1) / blocks), hi = total + kOverhead;
+  auto fits = [&](int64_t quota, std::vector<Piece>* out) {
+    int64_t last_load = 0;
+    std::vector<Piece> cut = cut_rows(lengths, blocks, quota, last_load);
+    if (out) *out = std::move(cut);
+    return last_load <= quota;
+  };
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (fits(mid, nullptr))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  std::vector<Piece> pieces;
+  fits(lo, &pieces);
+
+  auto count_partials = [&](const std::vector<Piece>& ps) {
+    std::vector<int64_t> per_row(size_t(batch), 0);
+    for (const Piece& p : ps) ++per_row[size_t(p.row)];
+    int64_t n = 0;
+    for (int64_t c : per_row)
+      if (c > 1 || warps_per_head > 1) n += c * warps_per_head;
+    return n;
+  };
+  if (count_partials(pieces) > max_partials) pieces = assign_rows(lengths, blocks);
+  const int64_t needed = count_partials(pieces);
+  check::require(needed <= max_partials, "workspace: decode needs ", needed,
+                 " partial slots, the workspace holds ", max_partials,
+                 "; create the Workspace with more bytes");
+
+  StreamDecodeWork work;
+  // Slots, row by row (merge_indptr is per row).
+  std::vector<std::vector<size_t>> by_row(lengths.size());
+  for (size_t i = 0; i < pieces.size(); ++i) by_row[size_t(pieces[i].row)].push_back(i);
+  std::vector<int32_t> slot_of(pieces.size(), -1);
+  work.merge_indptr.assign(size_t(batch) + 1, 0);
+  int32_t slot = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto& ids = by_row[size_t(b)];
+    if (ids.size() > 1 || warps_per_head > 1)
+      for (size_t i : ids) {
+        slot_of[i] = slot;
+        slot += int32_t(warps_per_head);
+      }
+    work.merge_indptr[size_t(b) + 1] = slot;
+  }
+  work.num_partials = slot;
+
+  // Items grouped by block, each block's in the order they were assigned.
+  std::vector<size_t> order(pieces.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return pieces[x].block < pieces[y].block; });
+  work.block_indptr.assign(size_t(blocks) + 1, 0);
+  for (size_t i : order) {
+    const Piece& p = pieces[i];
+    work.items.push_back({p.row, p.begin, p.end, slot_of[i]});
+    ++work.block_indptr[size_t(p.block) + 1];
+  }
+  for (int64_t k = 0; k < blocks; ++k) work.block_indptr[size_t(k) + 1] += work.block_indptr[size_t(k)];
+  return work;
+}
+
+}  // namespace flashpage

@@ -1,0 +1,125 @@
+// Host check of the streamed decode planner (src/ops/stream_decode_plan.h): on random
+// batches every row is covered exactly once, in order, by pieces that the blocks run; partial
+// slots are consistent with merge_indptr; and the blocks' loads are balanced. Pure host code.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "ops/decode_tiling.h"
+#include "ops/stream_decode_plan.h"
+#include "test_util.h"
+
+namespace {
+
+using flashpage::StreamDecodeTiling;
+using flashpage::StreamDecodeWork;
+
+struct Config {
+  int64_t hkv, d, blocks;
+};
+
+// Checks the invariants; returns the largest block load in tokens (overhead included).
+int64_t check_work(const StreamDecodeWork& w, const std::vector<int64_t>& lengths,
+                   const Config& c, int64_t max_partials) {
+  const int64_t batch = int64_t(lengths.size());
+  const int wph = StreamDecodeTiling::warps_per_head(
+      StreamDecodeTiling::heads_per_block(int(c.hkv), int(c.d)));
+  EXPECT_EQ(w.block_indptr.size(), size_t(c.blocks) + 1);
+  EXPECT_EQ(w.block_indptr.front(), 0);
+  EXPECT_EQ(w.block_indptr.back(), int32_t(w.items.size()));
+  EXPECT_EQ(w.merge_indptr.size(), size_t(batch) + 1);
+  EXPECT_EQ(w.num_partials, w.merge_indptr.back());
+  EXPECT_LE(w.num_partials, max_partials);
+  int64_t max_load = 0;
+  std::map<int32_t, std::vector<std::pair<int32_t, int32_t>>> ranges;  // row -> [begin, end)
+  std::map<int32_t, std::vector<int32_t>> slots;
+  for (int64_t k = 0; k < c.blocks; ++k) {
+    EXPECT_LE(w.block_indptr[size_t(k)], w.block_indptr[size_t(k) + 1]);
+    int64_t load = 0;
+    for (int32_t i = w.block_indptr[size_t(k)]; i < w.block_indptr[size_t(k) + 1]; ++i) {
+      const auto& it = w.items[size_t(i)];
+      EXPECT_TRUE(it.row >= 0 && it.row < batch);
+      EXPECT_TRUE(0 <= it.begin && it.begin <= it.end && it.end <= lengths[size_t(it.row)]);
+      ranges[it.row].push_back({it.begin, it.end});
+      slots[it.row].push_back(it.slot);
+      load += (it.end - it.begin) + StreamDecodeTiling::kItemOverheadTokens;
+    }
+    max_load = std::max(max_load, load);
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    auto& r = ranges[int32_t(b)];
+    if (r.empty()) {
+      ADD_FAILURE() << "row " << b << " has no item";
+      continue;
+    }
+    std::sort(r.begin(), r.end());
+    int32_t at = 0;
+    for (const auto& [lo, hi] : r) {
+      EXPECT_EQ(lo, at) << "row " << b << ": gap or overlap";
+      at = hi;
+    }
+    EXPECT_EQ(at, lengths[size_t(b)]) << "row " << b << " not covered";
+    const int32_t s0 = w.merge_indptr[size_t(b)], s1 = w.merge_indptr[size_t(b) + 1];
+    auto& s = slots[int32_t(b)];
+    if (r.size() == 1 && wph == 1) {
+      EXPECT_EQ(s[0], -1) << "an uncut row writes the output itself";
+      EXPECT_EQ(s0, s1);
+    } else {
+      EXPECT_EQ(s1 - s0, int32_t(r.size()) * wph);
+      std::sort(s.begin(), s.end());
+      for (size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s[i], s0 + int32_t(i) * wph);
+    }
+  }
+  return max_load;
+}
+
+TEST(StreamDecodePlan, RandomBatchesCoveredAndBalanced) {
+  FP_SEEDED_RNG(rng);
+  const std::vector<Config> configs = {{8, 128, 132}, {32, 128, 132}, {2, 256, 132},
+                                       {1, 64, 7},    {6, 64, 1},     {4, 128, 33}};
+  for (int i = 0; i < 300; ++i) {
+    const Config c = configs[size_t(rng.integer(0, int64_t(configs.size()) - 1))];
+    const int64_t batch = rng.integer(1, 300);
+    const int64_t longest = rng.pick(std::vector<int64_t>{1, 17, 600, 9000, 40000});
+    std::vector<int64_t> lengths(static_cast<size_t>(batch));
+    for (auto& len : lengths) len = rng.coin(0.1) ? 0 : rng.integer(0, longest);
+    SCOPED_TRACE("case " + std::to_string(i) + " B=" + std::to_string(batch) + " Hkv=" +
+                 std::to_string(c.hkv) + " D=" + std::to_string(c.d) + " blocks=" +
+                 std::to_string(c.blocks));
+    const int64_t roomy = 1 << 20;
+    const StreamDecodeWork w =
+        flashpage::plan_stream_decode(lengths, c.hkv, c.d, c.blocks, roomy);
+    const int64_t max_load = check_work(w, lengths, c, roomy);
+    // Balance: no block carries much more than an equal share (plus a few minimum pieces).
+    int64_t total = 0;
+    for (int64_t len : lengths) total += len + StreamDecodeTiling::kItemOverheadTokens;
+    const int64_t share = (total + c.blocks - 1) / c.blocks;
+    const int64_t slack = 4 * (StreamDecodeTiling::kMinPieceTokens +
+                               2 * StreamDecodeTiling::kItemOverheadTokens);
+    EXPECT_LE(max_load, share + share / 10 + slack) << "share " << share;
+    // With too few partial slots for cuts, rows stay whole (and still covered).
+    const int wph = StreamDecodeTiling::warps_per_head(
+        StreamDecodeTiling::heads_per_block(int(c.hkv), int(c.d)));
+    const int64_t tight = batch * wph;
+    const StreamDecodeWork whole =
+        flashpage::plan_stream_decode(lengths, c.hkv, c.d, c.blocks, tight);
+    check_work(whole, lengths, c, tight);
+  }
+}
+
+TEST(StreamDecodePlan, OneLongRowSpreadsOverEveryBlock) {
+  const StreamDecodeWork w = flashpage::plan_stream_decode({32768}, 8, 128, 132, 1 << 20);
+  int busy = 0;
+  for (size_t k = 0; k + 1 < w.block_indptr.size(); ++k) busy += w.block_indptr[k + 1] > w.block_indptr[k];
+  EXPECT_EQ(busy, 132);
+  EXPECT_EQ(w.num_partials, int64_t(w.items.size()));
+}
+
+TEST(StreamDecodePlan, TooFewSlotsForWarpPartialsIsAnError) {
+  // Two warps share each KV head at Hkv = 2, D = 256: every row needs two slots.
+  EXPECT_THROW(flashpage::plan_stream_decode({10, 10}, 2, 256, 4, 3), flashpage::Error);
+}
+
+}  // namespace
