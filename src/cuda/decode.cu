@@ -22,105 +22,104 @@ namespace flashpage::cuda {
 namespace {
 
 constexpr int kMergeThreads = 256;
-constexpr int kMergeWarps = kMergeThreads / 32;
 constexpr int kMergeUnroll = 4;  // partial rows in flight per thread
 
-// Block-wide max / sum through shared memory (every thread gets the result).
-template <class Op>
-__device__ __forceinline__ float block_reduce(float x, float* scratch, Op op) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) x = op(x, __shfl_xor_sync(0xffffffffu, x, o));
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = x;
-  __syncthreads();
-  x = scratch[0];
-#pragma unroll
-  for (int w = 1; w < kMergeWarps; ++w) x = op(x, scratch[w]);
-  __syncthreads();  // scratch is reused by the next reduction
-  return x;
-}
+// Running merge of normalised partials o_s with natural-log weights lse_s:
+// out = sum_s exp(lse_s - L) o_s, L = logsumexp_s lse_s, kept as (max m, sum d, acc) so two
+// folds of disjoint slot sets combine exactly (the SoftmaxState rule for many states).
+struct PartialFold {
+  float m = kNegInf, d = 0.0f;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
-// One block per (row, query head) of a split row: out = sum_s exp(lse_s - lse) * o_s with
-// lse = logsumexp_s(lse_s), the merge rule of SoftmaxState written for many states at once.
-// The partials are spread over all threads (dims x slot groups) with several loads in flight
-// each, so a row split into a hundred chunks merges at memory speed, not at one load latency
-// per chunk.
+  __device__ __forceinline__ void add(float m2, float d2, float4 acc2) {
+    const float m_new = fmaxf(m, m2);
+    if (m_new == kNegInf) return;  // both empty (slots that saw no key)
+    const float a = m == kNegInf ? 0.0f : __expf(m - m_new);
+    const float b = m2 == kNegInf ? 0.0f : __expf(m2 - m_new);
+    d = d * a + d2 * b;
+    acc.x = acc.x * a + acc2.x * b;
+    acc.y = acc.y * a + acc2.y * b;
+    acc.z = acc.z * a + acc2.z * b;
+    acc.w = acc.w * a + acc2.w * b;
+    m = m_new;
+  }
+};
+
+// The split merge: one group of `group_lanes` threads (a power of two <= 32, so a group
+// sits inside a warp) per (row, query head, 4 dims). Each thread folds every group_lanes-th
+// slot of the row with kMergeUnroll 16-byte loads in flight, then the group combines its
+// folds with shuffles: a row split into 132 pieces costs ~one round trip per thread, and a
+// batch of rows split in 2-3 pieces is one thread per output quad. Rows that were not split
+// are skipped (the decode kernel wrote them). All lanes reach the shuffles.
 template <class T>
 __global__ void __launch_bounds__(kMergeThreads)
-    decode_merge_kernel(const __grid_constant__ DecodeArgs a, int head_dim) {
-  __shared__ float scratch[kMergeWarps];
-  __shared__ float4 acc_by_group[kMergeThreads];
+    decode_merge_kernel(const __grid_constant__ DecodeArgs a, int head_dim, int group_lanes) {
   // Launched as a programmatic dependent of the streamed decode kernel: its blocks may start
   // while that kernel's last blocks finish, and wait here for its partials.
   ptx::griddepcontrol_wait();
-  const int row = int(blockIdx.x), head = int(blockIdx.y), tid = int(threadIdx.x);
   const int32_t* ints = a.work_ints;
-  const int num_work = ints[0], num_partials = ints[1];
+  const int num_work = ints[0], num_partials = ints[1], batch = ints[2];
   // Offsets come from the device header so a replayed graph follows a re-plan.
   const int32_t* merge_indptr =
       ints + Workspace::Impl::kHeaderInts + int64_t(num_work) * Workspace::Impl::kWorkFields;
-  const int s0 = merge_indptr[row], s1 = merge_indptr[row + 1];
-  if (s0 == s1) return;  // not split: the decode kernel wrote this row
   const float* partial_lse = a.partial_out + int64_t(num_partials) * a.num_qo_heads * head_dim;
+
+  const int quads = head_dim / 4;
+  const int64_t thread = int64_t(blockIdx.x) * kMergeThreads + threadIdx.x;
+  const int64_t unit = thread / group_lanes;
+  const int sub = int(thread % group_lanes);
+  const bool in_range = unit < int64_t(batch) * a.num_qo_heads * quads;
+  int row = 0, head = 0, dim = 0, s0 = 0, s1 = 0;
+  if (in_range) {
+    row = int(unit / (int64_t(a.num_qo_heads) * quads));
+    const int rest = int(unit - int64_t(row) * a.num_qo_heads * quads);
+    head = rest / quads;
+    dim = (rest - head * quads) * 4;
+    s0 = merge_indptr[row];
+    s1 = merge_indptr[row + 1];
+  }
   auto lse_of = [&](int s) { return partial_lse[int64_t(s) * a.num_qo_heads + head]; };
-
-  float m = kNegInf;
-  for (int s = s0 + tid; s < s1; s += kMergeThreads) m = fmaxf(m, lse_of(s));
-  m = block_reduce(m, scratch, [](float x, float y) { return fmaxf(x, y); });
-  float sum = 0.0f;
-  if (m != kNegInf)
-    for (int s = s0 + tid; s < s1; s += kMergeThreads) sum += __expf(lse_of(s) - m);
-  sum = block_reduce(sum, scratch, [](float x, float y) { return x + y; });
-  const float lse = m == kNegInf ? kNegInf : m + __logf(sum);
-
-  // Four dims per thread (16-byte loads): head_dim / 4 lanes cover a partial row, so
-  // 256 / (head_dim / 4) slot groups walk the slots side by side.
-  const int lanes = head_dim / 4, groups = kMergeThreads / lanes;  // head_dim in {64,128,256}
-  const int dim = (tid % lanes) * 4, group = tid / lanes;
   auto row_of = [&](int s) {
     return *reinterpret_cast<const float4*>(
         a.partial_out + (int64_t(s) * a.num_qo_heads + head) * head_dim + dim);
   };
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  auto add = [&](float w, float4 o) {
-    acc.x += w * o.x;
-    acc.y += w * o.y;
-    acc.z += w * o.z;
-    acc.w += w * o.w;
-  };
-  if (lse != kNegInf) {
-    int s = s0 + group;
-    for (; s + (kMergeUnroll - 1) * groups < s1; s += kMergeUnroll * groups) {
-      float w[kMergeUnroll];
-      float4 o[kMergeUnroll];
+
+  PartialFold fold;
+  const int step = group_lanes;
+  int s = s0 + sub;
+  for (; s + (kMergeUnroll - 1) * step < s1; s += kMergeUnroll * step) {
+    float w[kMergeUnroll];
+    float4 o[kMergeUnroll];
 #pragma unroll
-      for (int u = 0; u < kMergeUnroll; ++u) {
-        w[u] = lse_of(s + u * groups);
-        o[u] = row_of(s + u * groups);
-      }
+    for (int u = 0; u < kMergeUnroll; ++u) {
+      w[u] = lse_of(s + u * step);
+      o[u] = row_of(s + u * step);
+    }
 #pragma unroll
-      for (int u = 0; u < kMergeUnroll; ++u) add(__expf(w[u] - lse), o[u]);
-    }
-    for (; s < s1; s += groups) add(__expf(lse_of(s) - lse), row_of(s));
+    for (int u = 0; u < kMergeUnroll; ++u) fold.add(w[u], 1.0f, o[u]);
   }
-  acc_by_group[tid] = acc;
-  __syncthreads();
-  if (group == 0) {
-    for (int g = 1; g < groups; ++g) {
-      const float4 o = acc_by_group[g * lanes + tid];
-      acc.x += o.x;
-      acc.y += o.y;
-      acc.z += o.z;
-      acc.w += o.w;
-    }
-    T* out = static_cast<T*>(a.out) + int64_t(row) * a.out_stride_batch +
-             int64_t(head) * a.out_stride_head + dim;
-    out[0] = from_float<T>(acc.x);
-    out[1] = from_float<T>(acc.y);
-    out[2] = from_float<T>(acc.z);
-    out[3] = from_float<T>(acc.w);
-    if (a.lse != nullptr && dim == 0)
-      a.lse[int64_t(row) * a.lse_stride_batch + int64_t(head) * a.lse_stride_head] = lse;
+  for (; s < s1; s += step) fold.add(lse_of(s), 1.0f, row_of(s));
+  for (int offset = 1; offset < group_lanes; offset <<= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, fold.m, offset);
+    const float d2 = __shfl_xor_sync(0xffffffffu, fold.d, offset);
+    float4 acc2;
+    acc2.x = __shfl_xor_sync(0xffffffffu, fold.acc.x, offset);
+    acc2.y = __shfl_xor_sync(0xffffffffu, fold.acc.y, offset);
+    acc2.z = __shfl_xor_sync(0xffffffffu, fold.acc.z, offset);
+    acc2.w = __shfl_xor_sync(0xffffffffu, fold.acc.w, offset);
+    fold.add(m2, d2, acc2);
   }
+  if (!in_range || s0 == s1 || sub != 0) return;
+  const float inv = fold.d > 0.0f ? 1.0f / fold.d : 0.0f;
+  T* out = static_cast<T*>(a.out) + int64_t(row) * a.out_stride_batch +
+           int64_t(head) * a.out_stride_head + dim;
+  out[0] = from_float<T>(fold.acc.x * inv);
+  out[1] = from_float<T>(fold.acc.y * inv);
+  out[2] = from_float<T>(fold.acc.z * inv);
+  out[3] = from_float<T>(fold.acc.w * inv);
+  if (a.lse != nullptr && dim == 0)
+    a.lse[int64_t(row) * a.lse_stride_batch + int64_t(head) * a.lse_stride_head] =
+        fold.d > 0.0f ? fold.m + __logf(fold.d) : kNegInf;
 }
 
 template <class T>
@@ -151,13 +150,17 @@ bool is_capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-// The split merge over (row, query head); `programmatic`: may start before the previous
-// kernel on the stream has finished (it waits in griddepcontrol.wait), hiding its launch.
+// The split merge; `programmatic`: may start before the previous kernel on the stream has
+// finished (it waits in griddepcontrol.wait), hiding its launch.
 template <class T>
-void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, bool programmatic,
-                  cudaStream_t stream) {
+void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, int max_slots,
+                  bool programmatic, cudaStream_t stream) {
+  // Threads per output quad: enough that each folds ~kMergeUnroll slots of the longest row.
+  int group_lanes = 1;
+  while (group_lanes < 32 && group_lanes * kMergeUnroll < max_slots) group_lanes *= 2;
+  const int64_t threads = int64_t(batch) * heads * (head_dim / 4) * group_lanes;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(batch), unsigned(heads));
+  config.gridDim = dim3(unsigned((threads + kMergeThreads - 1) / kMergeThreads));
   config.blockDim = dim3(kMergeThreads);
   config.stream = stream;
   cudaLaunchAttribute attribute = {};
@@ -167,8 +170,9 @@ void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, bo
     config.attrs = &attribute;
     config.numAttrs = 1;
   }
-  FP_CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge_kernel<T>, args, head_dim));
+  FP_CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge_kernel<T>, args, head_dim, group_lanes));
 }
+
 
 // Experiment knobs, read once (bench/NOTES.md records what they showed):
 // FLASHPAGE_DECODE_STAGES=N caps the streamed kernel's ring depth (>= 2),
@@ -297,12 +301,18 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
   // A graph captured now may replay a later plan that splits rows: always merge then.
   if (plan.num_partials > 0 || is_capturing(stream)) {
     const bool programmatic = kernel == DecodeKernel::stream;
+    // The longest split in the plan sizes the thread groups; a replayed graph whose later
+    // plan splits more is still correct (the threads loop), only slower.
+    int max_slots = 0;
+    const int32_t* merge_indptr = ws.host_merge_indptr();
+    for (int64_t b = 0; b < plan.batch_size; ++b)
+      max_slots = std::max(max_slots, merge_indptr[b + 1] - merge_indptr[b]);
     if (q.dtype() == DType::bf16)
       launch_merge<__nv_bfloat16>(args, int(plan.batch_size), int(plan.num_qo_heads),
-                                  int(plan.head_dim), programmatic, stream);
+                                  int(plan.head_dim), max_slots, programmatic, stream);
     else
       launch_merge<__half>(args, int(plan.batch_size), int(plan.num_qo_heads),
-                           int(plan.head_dim), programmatic, stream);
+                           int(plan.head_dim), max_slots, programmatic, stream);
   }
 }
 
