@@ -1,0 +1,216 @@
+#pragma once
+// A consumer (math) warpgroup: 64 rows of each M tile, FlashAttention-3 style.
+//
+// Per M tile, K/V tiles n = n_end-1 down to n_begin (the partial / diagonal tiles first):
+//   S_n = Q K_n^T          wgmma m64n128k16, A = Q and B = K from shared memory (K-major)
+//   softmax(S_n) -> P_n    in registers (consumer_softmax.cuh)
+//   O += P_{n+1} V_{n+1}   wgmma m64nDk16, A = P from registers, B = V (MN-major)
+// with the S GEMM of tile n issued before the P V GEMM of tile n + 1, so the softmax of S_n
+// runs while the tensor cores still work on P_{n+1} V_{n+1} (intra-warpgroup overlap), and
+// the two warpgroups take turns issuing their GEMMs (named barriers 1 and 2), so one
+// warpgroup's softmax overlaps the other's GEMMs (inter-warpgroup ping-pong).
+//
+// Register rules of wgmma (PTX ISA 9.7.15): accumulators and A registers belong to the
+// tensor cores from the wgmma until the wgmma_wait that covers it; ordinary writes to them
+// must precede a wgmma_fence. fence_operands pins those points for the compiler.
+#include <cstdint>
+
+#include "cuda/prefill_hopper/consumer_softmax.cuh"
+#include "cuda/prefill_hopper/epilogue.cuh"
+#include "cuda/prefill_hopper/pipeline.cuh"
+#include "cuda/prefill_hopper/scheduler.cuh"
+#include "cuda/prefill_hopper/sm90_ptx.cuh"
+#include "cuda/prefill_hopper/smem_layout.h"
+#include "cuda/prefill_hopper/wgmma_ops.cuh"
+#include "cuda/ptx.cuh"
+
+namespace flashpage::cuda::prefill_hopper {
+
+constexpr uint32_t kSchedulerBarrier = 1;  // + consumer warpgroup (ids 1, 2)
+
+template <class T, int kHeadDim>
+struct Consumer {
+  using Cfg = TileConfig<kHeadDim>;
+  static constexpr int kBlockN = Cfg::kBlockN;
+  static constexpr int kKeyTiles = Cfg::kKeyTiles;
+  static constexpr int kDimTiles = Cfg::kDimTiles;
+  static constexpr int kPvSteps = Cfg::kPvSteps;
+  static_assert(kBlockN == 128, "S = Q K^T is one m64n128 wgmma per k16 step");
+
+  const HopperArgs& a;
+  const SmemPlan<kHeadDim>& s;
+  int wg, t, lane;
+  uint64_t q_desc;  // this warpgroup's 64 Q rows
+
+  __device__ __forceinline__ Consumer(const HopperArgs& args, const SmemPlan<kHeadDim>& plan,
+                                      int warpgroup)
+      : a(args), s(plan), wg(warpgroup) {
+    t = int(threadIdx.x) - 128 * (1 + wg);
+    lane = t & 31;
+    q_desc = k_major_desc(s.q + uint32_t(wg * Cfg::kWarpgroupRows * kSwizzleRowBytes));
+  }
+
+  // ---- GEMMs -----------------------------------------------------------------------------
+
+  __device__ __forceinline__ void qk(float (&acc)[kKeyTiles][4], uint32_t k_tile) const {
+    const uint64_t k_desc = k_major_desc(k_tile);
+    sm90::fence_operands(acc);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
+      const uint64_t da = q_desc + (k_major_step_offset(kk, Cfg::kBlockM) >> 4);
+      const uint64_t db = k_desc + (k_major_step_offset(kk, kBlockN) >> 4);
+      sm90::wgmma_ss_m64n128k16(acc, da, db, kk > 0 ? 1u : 0u, T{});
+    }
+    sm90::wgmma_commit();
+    sm90::fence_operands(acc);
+  }
+
+  __device__ __forceinline__ void pv(float (&o)[kDimTiles][4], uint32_t (&p)[kPvSteps][4],
+                                     uint32_t v_tile) const {
+    const uint64_t v_desc = mn_major_desc(v_tile, kBlockN);
+    sm90::fence_operands(o);
+    sm90::fence_operands(p);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kPvSteps; ++ks) {
+      const uint64_t db = v_desc + (mn_major_step_offset(ks) >> 4);
+      if constexpr (kHeadDim == 128)
+        sm90::wgmma_rs_m64n128k16(o, p[ks], db, 1u, T{});
+      else
+        sm90::wgmma_rs_m64n64k16(o, p[ks], db, 1u, T{});
+    }
+    sm90::wgmma_commit();
+    sm90::fence_operands(o);
+    sm90::fence_operands(p);
+  }
+
+  // P (f32 probabilities in S's accumulators) -> the A registers of the P V steps: register r
+  // of step ks is S accumulators (2ks + r/2, 2(r%2) .. +1) (smem_layout.h, "A from registers").
+  static __device__ __forceinline__ void pack_p(uint32_t (&p)[kPvSteps][4],
+                                                const float (&acc)[kKeyTiles][4]) {
+#pragma unroll
+    for (int ks = 0; ks < kPvSteps; ++ks) {
+      p[ks][0] = ptx::pack2<T>(acc[2 * ks][0], acc[2 * ks][1]);
+      p[ks][1] = ptx::pack2<T>(acc[2 * ks][2], acc[2 * ks][3]);
+      p[ks][2] = ptx::pack2<T>(acc[2 * ks + 1][0], acc[2 * ks + 1][1]);
+      p[ks][3] = ptx::pack2<T>(acc[2 * ks + 1][2], acc[2 * ks + 1][3]);
+    }
+  }
+
+  // ---- one M tile ------------------------------------------------------------------------
+
+  // Raw S of tile n -> what the softmax takes; returns its multiplier (see RowSoftmax).
+  __device__ __forceinline__ float logits(float (&acc)[kKeyTiles][4], int n, const RowKeys& rk,
+                                          const KeyRange& all) const {
+    const int key0 = n * kBlockN;
+    const bool interior = key0 >= all.lo && key0 + kBlockN <= all.hi;
+    if (interior && !a.k.has_cap) return a.k.scale_log2;
+    mask_logits<kKeyTiles>(acc, a.k, rk, key0, lane);
+    return 1.0f;
+  }
+
+  __device__ __forceinline__ void sched_wait() const {
+    sm90::named_sync(kSchedulerBarrier + wg, kConsumerThreads);
+  }
+  __device__ __forceinline__ void sched_pass() const {
+    sm90::named_arrive(kSchedulerBarrier + (1 - wg), kConsumerThreads);
+  }
+
+  template <class Rings>
+  __device__ __forceinline__ void run_tile(const MTile& tile, Rings& r) const {
+    const int warp_row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * 16;
+    RowKeys rk;
+    rk.init(a.k, tile.g, tile.rows, warp_row0 + (lane >> 2));
+    // Keys every row of this warpgroup sees: tiles inside need no per-element work.
+    PackedRows wg_rows = tile.rows;
+    wg_rows.first += wg * Cfg::kWarpgroupRows;
+    wg_rows.count = min(Cfg::kWarpgroupRows, tile.rows.count - wg * Cfg::kWarpgroupRows);
+    const KeyRange all = wg_rows.count > 0
+                             ? prefill_tc::tile_key_ranges(a.k, tile.g, wg_rows).all
+                             : KeyRange{};
+
+    RowSoftmax<kKeyTiles> softmax;
+    softmax.init();
+    float o[kDimTiles][4];
+#pragma unroll
+    for (int dt = 0; dt < kDimTiles; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+    float acc[kKeyTiles][4];
+    uint32_t p[kPvSteps][4];
+    float o_scale[2];
+
+    r.q.wait_full(s.q_full);
+    sm90::fence_proxy_async();
+
+    // First (highest) tile: S, softmax, P; nothing to overlap with yet.
+    int n = tile.n_end - 1;
+    r.k.wait_full(s.k_full);
+    sm90::fence_proxy_async();
+    qk(acc, s.k_tile(r.k.stage));
+    sm90::wgmma_wait<0>();
+    sm90::fence_operands(acc);
+    sm90::mbarrier_arrive(r.k.bar(s.k_empty));
+    r.k.advance();
+    softmax.update(acc, logits(acc, n, rk, all), o_scale);
+    pack_p(p, acc);
+
+    for (--n; n >= tile.n_begin; --n) {
+      r.k.wait_full(s.k_full);
+      sm90::fence_proxy_async();
+      sched_wait();
+      qk(acc, s.k_tile(r.k.stage));
+      r.v.wait_full(s.v_full);
+      sm90::fence_proxy_async();
+      pv(o, p, s.v_tile(r.v.stage));
+      sched_pass();
+      sm90::wgmma_wait<1>();  // S_n is done (P V of tile n + 1 may still run)
+      sm90::fence_operands(acc);
+      sm90::mbarrier_arrive(r.k.bar(s.k_empty));
+      r.k.advance();
+      softmax.update(acc, logits(acc, n, rk, all), o_scale);
+      sm90::wgmma_wait<0>();  // P V done: O and P are ours again
+      sm90::fence_operands(o);
+      sm90::fence_operands(p);
+      sm90::mbarrier_arrive(r.v.bar(s.v_empty));
+      r.v.advance();
+      rescale_rows(o, o_scale);
+      pack_p(p, acc);
+    }
+    // Every S GEMM of the tile has completed: the producer may load the next Q.
+    sm90::mbarrier_arrive(s.q_empty);
+    r.q.advance();
+
+    r.v.wait_full(s.v_full);
+    sm90::fence_proxy_async();
+    pv(o, p, s.v_tile(r.v.stage));
+    sm90::wgmma_wait<0>();
+    sm90::fence_operands(o);
+    sm90::mbarrier_arrive(r.v.bar(s.v_empty));
+    r.v.advance();
+
+    Epilogue<T, kHeadDim>{a.k, s.o_staging(), wg, t}.store(tile, o, softmax.m, softmax.d);
+  }
+
+  struct Rings {
+    Ring<1> q;
+    Ring<Cfg::kStages> k, v;
+  };
+
+  __device__ __forceinline__ void run() const {
+    // Warpgroup 0 issues first: the pending arrival on its own barrier lets its first
+    // sched_wait pass (afterwards each warpgroup passes the turn once per K/V tile).
+    if (wg == 0) sm90::named_arrive(kSchedulerBarrier, kConsumerThreads);
+    Rings r;
+    for (int64_t vt = blockIdx.x; vt < a.num_virtual; vt += gridDim.x) {
+      MTile tile;
+      if (!resolve_m_tile<kBlockN>(a, vt, tile)) continue;
+      if (tile.n_end <= tile.n_begin) {
+        Epilogue<T, kHeadDim>{a.k, s.o_staging(), wg, t}.store_empty(tile);
+        continue;
+      }
+      run_tile(tile, r);
+    }
+  }
+};
+
+}  // namespace flashpage::cuda::prefill_hopper

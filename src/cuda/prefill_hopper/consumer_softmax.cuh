@@ -1,0 +1,106 @@
+#pragma once
+// Logits and online softmax on a consumer thread's S accumulators (wgmma m64n128 f32 layout,
+// wgmma_ops.cuh: per warp the stacked m16n8 C layout, so each thread holds two rows, lane/4
+// and lane/4 + 8 of its warp's 16, spread over the 4 lanes of a quad).
+//
+// Interior tiles (every row of the warpgroup sees every key of the tile, no soft cap) keep raw
+// dot products: the scale is folded into the exp2 FMA. Boundary tiles (causal diagonal,
+// window edge, row end, padded rows) and soft-capped ones go through mask_logits first.
+//
+// Unlike prefill_tc's WarpSoftmax, update() does not rescale O itself: O's registers may still
+// be in use by the asynchronous P V wgmma when the new maximum is known, so the factor is
+// returned and applied after wgmma_wait (consumer_mainloop.cuh).
+#include "cuda/prefill_hopper/scheduler.cuh"
+#include "cuda/prefill_tc/logits_policy.cuh"
+#include "cuda/prefill_tc/online_softmax.cuh"
+#include "cuda/softmax_state.cuh"
+
+namespace flashpage::cuda::prefill_hopper {
+
+using prefill_tc::KeyRange;
+
+// The keys each of the thread's two rows sees (empty for rows past the tile).
+struct RowKeys {
+  KeyRange keys[2];
+
+  __device__ __forceinline__ void init(const prefill_tc::KernelArgs& k, const RowGeometry& g,
+                                       const PackedRows& rows, int r0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r0 + 8 * h;
+      keys[h] = KeyRange{};
+      if (r < rows.count) {
+        int i, head;
+        rows.locate(r, i, head);
+        keys[h] = prefill_tc::visible_keys(k, i + g.offset, g.kv_len);
+      }
+    }
+  }
+};
+
+// Raw dot products of keys [key0, key0 + 8 * kKeyTiles) -> log2-domain logits: scale (or soft
+// cap), -inf outside each row's visible range.
+template <int kKeyTiles>
+__device__ __forceinline__ void mask_logits(float (&s)[kKeyTiles][4],
+                                            const prefill_tc::KernelArgs& k, const RowKeys& rk,
+                                            int key0, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < kKeyTiles; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const KeyRange r = rk.keys[e >> 1];
+      const int key = key0 + nt * 8 + 2 * (lane & 3) + (e & 1);
+      const float x = k.has_cap ? k.p.logits_soft_cap * prefill_tc::soft_cap_tanh(s[nt][e] * k.cap_scale)
+                                : s[nt][e] * k.p.scale;
+      s[nt][e] = key >= r.lo && key < r.hi ? x * kLog2e : kNegInf;
+    }
+  }
+}
+
+template <int kKeyTiles>
+struct RowSoftmax {
+  float m[2], d[2];  // running max (log2 domain, quad-uniform); per-thread partial denominator
+
+  __device__ __forceinline__ void init() {
+    m[0] = m[1] = kNegInf;
+    d[0] = d[1] = 0.0f;
+  }
+
+  // s holds logits times 1/mul in log2 units (mul > 0); on return it holds the unnormalised
+  // probabilities and o_scale[h] the factor that moves row h's O to the new maximum. Rows
+  // that saw nothing so far keep m = -inf, d = 0, p = 0 (softmax_state.cuh guards).
+  __device__ __forceinline__ void update(float (&s)[kKeyTiles][4], float mul, float (&o_scale)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float tile_max = kNegInf;
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt)
+        tile_max = fmaxf(tile_max, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+      const float m_new = fmaxf(m[h], prefill_tc::quad_max(tile_max) * mul);
+      o_scale[h] = softmax_rescale(m[h], m_new);
+      const float shift = -softmax_safe_max(m_new);
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt) {
+        s[nt][2 * h] = prefill_tc::fast_exp2(fmaf(s[nt][2 * h], mul, shift));
+        s[nt][2 * h + 1] = prefill_tc::fast_exp2(fmaf(s[nt][2 * h + 1], mul, shift));
+        sum += s[nt][2 * h] + s[nt][2 * h + 1];
+      }
+      d[h] = d[h] * o_scale[h] + sum;
+      m[h] = m_new;
+    }
+  }
+};
+
+template <int kDimTiles>
+__device__ __forceinline__ void rescale_rows(float (&o)[kDimTiles][4], const float (&o_scale)[2]) {
+#pragma unroll
+  for (int dt = 0; dt < kDimTiles; ++dt) {
+    o[dt][0] *= o_scale[0];
+    o[dt][1] *= o_scale[0];
+    o[dt][2] *= o_scale[1];
+    o[dt][3] *= o_scale[1];
+  }
+}
+
+}  // namespace flashpage::cuda::prefill_hopper

@@ -1,0 +1,85 @@
+#pragma once
+// Epilogue of an M tile, per consumer warpgroup (its 64 rows): O / d in T staged through the
+// block's O buffer (prefill_tc's swizzled row layout and staging code: the accumulator layout
+// is the same), then 16-byte stores of whole row chunks; LSE (f32, natural log) per row.
+// A row that saw no key has d = 0: zeros and -inf (DESIGN.md).
+//
+// The staging rows of a warpgroup are its own, so only its 128 threads synchronise (named
+// barrier): once before writing (its previous tile's stores have read the rows) and once
+// before reading back.
+#include <cstdint>
+
+#include "cuda/prefill_hopper/scheduler.cuh"
+#include "cuda/prefill_hopper/sm90_ptx.cuh"
+#include "cuda/prefill_hopper/smem_layout.h"
+#include "cuda/prefill_tc/epilogue.cuh"
+#include "cuda/prefill_tc/tile_config.h"
+#include "cuda/softmax_state.cuh"
+
+namespace flashpage::cuda::prefill_hopper {
+
+constexpr uint32_t kEpilogueBarrier = 3;  // + consumer warpgroup (ids 3, 4)
+
+template <class T, int kHeadDim>
+struct Epilogue {
+  using Cfg = TileConfig<kHeadDim>;
+  // prefill_tc's staging helpers read kDimTiles and kRowBytes from its config, equal here.
+  using TcCfg = prefill_tc::TileConfig<kHeadDim>;
+  static_assert(TcCfg::kDimTiles == Cfg::kDimTiles && TcCfg::kRowBytes == Cfg::kRowBytes);
+  static constexpr int kRowsPerPass = 128 / Cfg::kChunks;
+
+  const prefill_tc::KernelArgs& k;
+  uint8_t* staging;
+  int wg, t;  // consumer warpgroup (0, 1) and thread in it
+
+  __device__ __forceinline__ void sync() const { sm90::named_sync(kEpilogueBarrier + wg, 128); }
+
+  // Row r of the tile -> its output row pointer (chunk 0).
+  __device__ __forceinline__ T* out_row(const MTile& tile, int r) const {
+    int i, head;
+    tile.rows.locate(r, i, head);
+    return static_cast<T*>(k.p.out) +
+           prefill_tc::token_offset(tile.b, tile.g.qo_start, i, head, k.p.out_stride_batch,
+                                    k.p.out_stride_token, k.p.out_stride_head);
+  }
+
+  __device__ __forceinline__ void store(const MTile& tile, const float (&o)[Cfg::kDimTiles][4],
+                                        const float (&m)[2], const float (&d)[2]) const {
+    const int lane = t & 31;
+    const int warp_row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * 16;
+    const float row_d[2] = {prefill_tc::quad_sum(d[0]), prefill_tc::quad_sum(d[1])};
+    sync();
+    prefill_tc::stage_output<T, TcCfg>(staging, o, row_d, warp_row0, lane);
+    prefill_tc::write_lse<T, TcCfg>(k, tile.g, tile.rows, tile.b, warp_row0, lane, m, row_d);
+    sync();
+    const int chunk = t % Cfg::kChunks;
+#pragma unroll
+    for (int pass = 0; pass < Cfg::kWarpgroupRows / kRowsPerPass; ++pass) {
+      const int r = wg * Cfg::kWarpgroupRows + pass * kRowsPerPass + t / Cfg::kChunks;
+      if (r >= tile.rows.count) break;  // rows grow with the pass
+      const uint4 value = *reinterpret_cast<const uint4*>(
+          staging + prefill_tc::swizzled_offset(r, chunk, Cfg::kRowBytes));
+      *reinterpret_cast<uint4*>(out_row(tile, r) + chunk * (kChunkBytes / Cfg::kElemBytes)) = value;
+    }
+  }
+
+  // A tile whose rows see no key: zeros and -inf, nothing staged.
+  __device__ __forceinline__ void store_empty(const MTile& tile) const {
+    const int chunk = t % Cfg::kChunks;
+    for (int pass = 0; pass < Cfg::kWarpgroupRows / kRowsPerPass; ++pass) {
+      const int r = wg * Cfg::kWarpgroupRows + pass * kRowsPerPass + t / Cfg::kChunks;
+      if (r >= tile.rows.count) break;
+      *reinterpret_cast<uint4*>(out_row(tile, r) + chunk * (kChunkBytes / Cfg::kElemBytes)) =
+          make_uint4(0u, 0u, 0u, 0u);
+    }
+    const int r = wg * Cfg::kWarpgroupRows + t;
+    if (k.p.lse != nullptr && t < Cfg::kWarpgroupRows && r < tile.rows.count) {
+      int i, head;
+      tile.rows.locate(r, i, head);
+      k.p.lse[prefill_tc::token_offset(tile.b, tile.g.qo_start, i, head, k.p.lse_stride_batch,
+                                       k.p.lse_stride_token, k.p.lse_stride_head)] = kNegInf;
+    }
+  }
+};
+
+}  // namespace flashpage::cuda::prefill_hopper

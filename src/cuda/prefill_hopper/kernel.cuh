@@ -1,0 +1,51 @@
+#pragma once
+// The Hopper prefill kernel: one block of three warpgroups per SM, persistent over the
+// virtual tiles (scheduler.cuh).
+//   warpgroup 0    the load warpgroup (producer.cuh), registers cut to kProducerRegs
+//   warpgroups 1-2 the math warpgroups (consumer_mainloop.cuh), registers raised to
+//                  kConsumerRegs: S and O accumulators (64 + 64 floats at head_dim 128)
+//                  plus P (32) stay in registers
+// The register pool of a block is 384 x 168 (the kernel is compiled for 168 registers per
+// thread by __launch_bounds__(384, 1)); 128 x 56 + 256 x 224 = 64512 = 384 x 168 fits it
+// exactly, so setmaxnreg.inc never waits on registers that are not coming.
+//
+// The body exists only for sm_90a (wgmma, setmaxnreg); other targets compile an empty kernel
+// that the host never launches (prefill_hopper_covers).
+#include <cstdint>
+
+#include "cuda/prefill_hopper/consumer_mainloop.cuh"
+#include "cuda/prefill_hopper/pipeline.cuh"
+#include "cuda/prefill_hopper/producer.cuh"
+#include "cuda/prefill_hopper/scheduler.cuh"
+#include "cuda/prefill_hopper/sm90_ptx.cuh"
+#include "cuda/prefill_hopper/smem_layout.h"
+
+namespace flashpage::cuda::prefill_hopper {
+
+constexpr int kProducerRegs = 56;
+constexpr int kConsumerRegs = 224;
+constexpr int kRegsPerThreadAtLaunch = 168;
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 384 * kRegsPerThreadAtLaunch);
+
+template <class T, int kHeadDim>
+__global__ void __launch_bounds__(TileConfig<kHeadDim>::kThreads, 1)
+    prefill_hopper_kernel(const __grid_constant__ HopperArgs args) {
+#if defined(FP_HOPPER_DEVICE)
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  const SmemPlan<kHeadDim> plan(smem_raw);
+  if (threadIdx.x == 0) plan.init_barriers();
+  __syncthreads();
+  // Warp-uniform by construction (one shuffle source), as setmaxnreg requires.
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
+  if (warpgroup == 0) {
+    sm90::setmaxnreg_dec<kProducerRegs>();
+    const int warp = int(threadIdx.x) / 32;
+    Producer<T, kHeadDim>{args, plan, warp, int(threadIdx.x) & 31}.run();
+  } else {
+    sm90::setmaxnreg_inc<kConsumerRegs>();
+    Consumer<T, kHeadDim>(args, plan, warpgroup - 1).run();
+  }
+#endif
+}
+
+}  // namespace flashpage::cuda::prefill_hopper

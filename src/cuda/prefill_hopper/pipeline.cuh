@@ -1,0 +1,81 @@
+#pragma once
+// The shared-memory plan of a block (tile and mbarrier addresses) and the ring positions that
+// producer and consumers step through in the same order.
+//
+// Each buffer (Q; K stage i; V stage i) has a "full" barrier (expects one arrival per producer
+// thread: cp.async.mbarrier.arrive.noinc, when that thread's copies have landed) and an
+// "empty" barrier (one arrival per consumer thread, after its warpgroup's last wgmma reading
+// the buffer has completed). Use u of a buffer (u = 0, 1, ...) waits for full phase u, i.e.
+// parity u & 1; the producer's use u waits for empty phase u - 1, parity (u & 1) ^ 1, which
+// passes at once for u = 0 (a fresh barrier counts its "preceding" phase as complete).
+#include <cstdint>
+
+#include "cuda/prefill_hopper/sm90_ptx.cuh"
+#include "cuda/prefill_hopper/smem_layout.h"
+
+namespace flashpage::cuda::prefill_hopper {
+
+constexpr uint32_t kProducerThreads = 128;
+constexpr uint32_t kConsumerThreads = 256;
+constexpr uint32_t kBarrierBytes = 8;
+
+template <int kStages>
+struct Ring {
+  int stage = 0;
+  uint32_t phase = 0;  // parity of the full phase this use waits for
+
+  __device__ __forceinline__ uint32_t bar(uint32_t base) const { return base + kBarrierBytes * stage; }
+  __device__ __forceinline__ void wait_full(uint32_t base) const { sm90::mbarrier_wait(bar(base), phase); }
+  __device__ __forceinline__ void wait_empty(uint32_t base) const {
+    sm90::mbarrier_wait(bar(base), phase ^ 1u);
+  }
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+template <int kHeadDim>
+struct SmemPlan {
+  using Cfg = TileConfig<kHeadDim>;
+  uint8_t* base;  // 1024-byte aligned
+  uint32_t q, k, v, o;
+  uint32_t q_full, q_empty, k_full, k_empty, v_full, v_empty;  // first barrier of each array
+
+  __device__ __forceinline__ explicit SmemPlan(uint8_t* raw) {
+    const uint32_t raw_addr = sm90::smem_u32(raw);
+    const uint32_t pad = (kSwizzleAtomBytes - (raw_addr % kSwizzleAtomBytes)) % kSwizzleAtomBytes;
+    base = raw + pad;
+    const uint32_t b = raw_addr + pad;
+    q = b + Cfg::kQOffset;
+    k = b + Cfg::kKOffset;
+    v = b + Cfg::kVOffset;
+    o = b + Cfg::kOOffset;
+    q_full = b + Cfg::kBarrierOffset;
+    q_empty = q_full + kBarrierBytes;
+    k_full = q_empty + kBarrierBytes;
+    k_empty = k_full + kBarrierBytes * Cfg::kStages;
+    v_full = k_empty + kBarrierBytes * Cfg::kStages;
+    v_empty = v_full + kBarrierBytes * Cfg::kStages;
+  }
+  __device__ __forceinline__ uint32_t k_tile(int stage) const { return k + stage * Cfg::kKvBytes; }
+  __device__ __forceinline__ uint32_t v_tile(int stage) const { return v + stage * Cfg::kKvBytes; }
+  __device__ __forceinline__ uint8_t* o_staging() const { return base + Cfg::kOOffset; }
+
+  // One thread, before the block's first __syncthreads.
+  __device__ __forceinline__ void init_barriers() const {
+    sm90::mbarrier_init(q_full, kProducerThreads);
+    sm90::mbarrier_init(q_empty, kConsumerThreads);
+    for (int i = 0; i < Cfg::kStages; ++i) {
+      sm90::mbarrier_init(k_full + kBarrierBytes * i, kProducerThreads);
+      sm90::mbarrier_init(k_empty + kBarrierBytes * i, kConsumerThreads);
+      sm90::mbarrier_init(v_full + kBarrierBytes * i, kProducerThreads);
+      sm90::mbarrier_init(v_empty + kBarrierBytes * i, kConsumerThreads);
+    }
+    sm90::fence_barrier_init();
+  }
+};
+
+}  // namespace flashpage::cuda::prefill_hopper

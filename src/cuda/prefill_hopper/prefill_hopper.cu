@@ -1,0 +1,136 @@
+// Host side of the Hopper prefill: the coverage decision (build, device, shapes) and the
+// launch arguments, schedule size and grid, derived once per call.
+#include "cuda/prefill_hopper/prefill_hopper.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "cuda/cuda_check.h"
+#include "cuda/prefill_hopper/launch.h"
+#include "cuda/prefill_hopper/scheduler.cuh"
+#include "cuda/prefill_hopper/smem_layout.h"
+#include "cuda/softmax_state.cuh"
+
+namespace flashpage::cuda {
+
+namespace {
+
+constexpr int kElemsPer16Bytes = 8;
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// What the kernel needs to know about a device, asked once per device: whether it is a
+// compute capability 9.0 part (sm_90a code runs on exactly those) and its SM count (the
+// persistent grid).
+struct DeviceFacts {
+  bool hopper = false;
+  int sms = 0;
+};
+
+DeviceFacts device_facts() {
+  constexpr int kMaxDevices = 64;
+  // Packed (sms << 2 | hopper << 1 | known) so one atomic holds a device's answer.
+  static std::atomic<uint32_t> cache[kMaxDevices];
+  int device = 0;
+  FP_CUDA_CHECK(cudaGetDevice(&device));
+  std::atomic<uint32_t>* slot = device >= 0 && device < kMaxDevices ? &cache[device] : nullptr;
+  uint32_t packed = slot != nullptr ? slot->load(std::memory_order_acquire) : 0u;
+  if ((packed & 1u) == 0) {
+    int major = 0, minor = 0, sms = 0;
+    FP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    FP_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    FP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    packed = (uint32_t(sms) << 2) | (major == 9 && minor == 0 ? 2u : 0u) | 1u;
+    if (slot != nullptr) slot->store(packed, std::memory_order_release);
+  }
+  return {(packed & 2u) != 0, int(packed >> 2)};
+}
+
+// The build carries sm_90a machine code for the kernel (CMake defines this when
+// CMAKE_CUDA_ARCHITECTURES lists 90a); without it the kernel body is empty.
+constexpr bool kBuiltForSm90a =
+#if defined(FLASHPAGE_HAVE_SM90A)
+    true;
+#else
+    false;
+#endif
+
+bool covered_shapes(const PrefillTcParams& p) {
+  if (p.dtype != DType::f16 && p.dtype != DType::bf16) return false;
+  if (p.head_dim != 64 && p.head_dim != 128) return false;
+  if (p.mask != nullptr) return false;  // explicit masks: prefill_tc
+  if (p.num_kv_heads <= 0 || p.num_qo_heads <= 0 || p.num_qo_heads % p.num_kv_heads != 0)
+    return false;
+  if (p.batch_size < 0 || !(p.scale > 0.0f)) return false;
+  if (!aligned16(p.q) || !aligned16(p.out) || !aligned16(p.k) || !aligned16(p.v)) return false;
+  for (int64_t s : {p.q_stride_batch, p.q_stride_token, p.q_stride_head, p.out_stride_batch,
+                    p.out_stride_token, p.out_stride_head, p.k_stride_unit, p.k_stride_token,
+                    p.k_stride_head, p.v_stride_unit, p.v_stride_token, p.v_stride_head})
+    if (s % kElemsPer16Bytes != 0) return false;
+  const bool paged = p.page_indices != nullptr;
+  if (paged && (p.page_indptr == nullptr || p.last_page_len == nullptr || p.page_size < 1))
+    return false;
+  if (p.work_ints != nullptr && p.work_tile_tokens < 1) return false;
+  return true;
+}
+
+template <class T>
+void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStream_t stream) {
+  if (args.k.p.head_dim == 64)
+    prefill_hopper::launch<T, 64>(args, grid, stream);
+  else
+    prefill_hopper::launch<T, 128>(args, grid, stream);
+}
+
+}  // namespace
+
+bool prefill_hopper_covers(const PrefillTcParams& p) {
+  if (!kBuiltForSm90a || !covered_shapes(p)) return false;
+  return device_facts().hopper;
+}
+
+bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
+  if (!prefill_hopper_covers(p)) return false;
+  using prefill_hopper::HopperArgs;
+  constexpr int kBlockM = prefill_hopper::TileConfig<128>::kBlockM;
+  static_assert(kBlockM == prefill_hopper::TileConfig<64>::kBlockM);
+
+  HopperArgs a;
+  prefill_tc::KernelArgs& k = a.k;
+  k.p = p;
+  k.paged = p.page_indices != nullptr;
+  k.has_mask = false;
+  k.causal = p.causal;
+  k.has_cap = p.logits_soft_cap > 0.0f;
+  k.scale_log2 = p.scale * kLog2e;
+  k.cap_scale = k.has_cap ? p.scale / p.logits_soft_cap : 0.0f;
+  k.page_div = FastDivisor(uint32_t(k.paged ? p.page_size : 1));
+  k.group = p.num_qo_heads / p.num_kv_heads;
+
+  int64_t units = 0;  // query ranges (no work list) or item pairs
+  if (p.work_ints != nullptr) {
+    a.item_subtiles = int((int64_t(p.work_tile_tokens) * k.group + kBlockM - 1) / kBlockM);
+    a.subtiles = 2 * a.item_subtiles;
+    units = (int64_t(p.num_work_host) + 1) / 2;
+  } else {
+    a.tiles_per_row = int((int64_t(p.max_qo_len) + prefill_hopper::kQueryTileTokens - 1) /
+                          prefill_hopper::kQueryTileTokens);
+    a.subtiles = int((int64_t(prefill_hopper::kQueryTileTokens) * k.group + kBlockM - 1) / kBlockM);
+    units = int64_t(a.tiles_per_row) * p.batch_size;
+  }
+  a.num_virtual = units * p.num_kv_heads * a.subtiles;
+  if (a.num_virtual <= 0) return true;  // no query rows: nothing to write
+  const int grid = int(std::min<int64_t>(a.num_virtual, std::max(device_facts().sms, 1)));
+
+  if (p.dtype == DType::bf16)
+    dispatch_head_dim<__nv_bfloat16>(a, grid, stream);
+  else
+    dispatch_head_dim<__half>(a, grid, stream);
+  return true;
+}
+
+}  // namespace flashpage::cuda

@@ -1,0 +1,164 @@
+#pragma once
+// The load warpgroup: copies each M tile's Q and its K/V tiles into shared memory with
+// 16-byte cp.async, in the swizzled layout of smem_layout.h, and signals the consumers through
+// mbarriers (cp.async.mbarrier.arrive.noinc: the "full" barrier completes when every
+// producer thread's copies have landed).
+//
+// Why cp.async and not TMA: K/V rows are gathered token by token (pages of any size, NHD or
+// HND, ragged rows, any 16-byte aligned strides) and so are the packed GQA query rows; one
+// load path for paged and contiguous keeps both at the same speed. Each warp moves 32 rows of
+// a tile: lane l resolves the address of row 32w + l (one page-table read per row, issued one
+// tile ahead so its latency hides behind the previous tile's wait), then the warp copies four
+// rows per pass, 8 lanes per row, each lane taking every 8th 16-byte chunk (whole 128-byte
+// lines per row, coalesced), the row offset broadcast with a shuffle.
+//
+// Rows past the end (keys no row of the tile sees, query rows past the tile) are zero-filled:
+// S stays finite there (it is masked to -inf anyway) and P * V never meets stale NaNs.
+#include <cstdint>
+
+#include "cuda/prefill_hopper/pipeline.cuh"
+#include "cuda/prefill_hopper/scheduler.cuh"
+#include "cuda/prefill_hopper/sm90_ptx.cuh"
+#include "cuda/prefill_hopper/smem_layout.h"
+
+namespace flashpage::cuda::prefill_hopper {
+
+// Copies the warp's 32 rows [row0, row0 + 32) of a tile of `tile_rows` rows. Lane l gives the
+// element offset of row row0 + l from `base` (< 0: zero-fill the row).
+template <class T, int kHeadDim>
+__device__ __forceinline__ void copy_warp_rows(uint32_t tile, int tile_rows, int row0,
+                                               int64_t lane_offset, const T* base, int lane) {
+  using Cfg = TileConfig<kHeadDim>;
+  constexpr int kLanesPerRow = 8;
+  constexpr int kRowsPerPass = 32 / kLanesPerRow;
+  constexpr int kChunksPerLane = Cfg::kChunks / kLanesPerRow;
+  const int sub_row = lane / kLanesPerRow;
+  const int lane_chunk = lane % kLanesPerRow;
+#pragma unroll
+  for (int pass = 0; pass < 32 / kRowsPerPass; ++pass) {
+    const int r = pass * kRowsPerPass + sub_row;
+    const int64_t off = __shfl_sync(0xffffffffu, lane_offset, r);
+    const int row = row0 + r;
+    const bool valid = off >= 0;
+#pragma unroll
+    for (int cc = 0; cc < kChunksPerLane; ++cc) {
+      const int chunk = lane_chunk + kLanesPerRow * cc;
+      const T* src = valid ? base + off + chunk * (kChunkBytes / Cfg::kElemBytes) : base;
+      sm90::cp_async_16(tile + tile_chunk_offset(row, chunk, tile_rows), src, valid);
+    }
+  }
+}
+
+// Where one lane's K/V row of a tile lives: the page (or batch row) and the slot in it.
+struct KvRowSource {
+  int32_t unit = -1;  // page id / batch row; -1: past the end, zero-fill
+  int32_t slot = 0;
+
+  __device__ __forceinline__ int64_t offset(int64_t stride_unit, int64_t stride_token,
+                                            int64_t head_offset) const {
+    return unit < 0 ? int64_t(-1)
+                    : int64_t(unit) * stride_unit + int64_t(slot) * stride_token + head_offset;
+  }
+};
+
+template <class T, int kHeadDim>
+struct Producer {
+  using Cfg = TileConfig<kHeadDim>;
+  static constexpr int kBlockN = Cfg::kBlockN;
+  // One 32-row slice per warp: four producer warps cover a 128-row Q or K/V tile.
+  static_assert(Cfg::kBlockM == 128 && Cfg::kBlockN == 128);
+
+  const HopperArgs& a;
+  const SmemPlan<kHeadDim>& s;
+  int warp, lane;
+
+  // Lane's key row of tile n (a plain load of the page id for paged K/V: issued here,
+  // consumed at the next issue, so the load overlaps the wait for a free stage).
+  __device__ __forceinline__ KvRowSource lookup(const MTile& t, int n) const {
+    const prefill_tc::KernelArgs& k = a.k;
+    KvRowSource src;
+    const int key = n * kBlockN + warp * 32 + lane;
+    if (key >= t.ranges.any.hi) return src;  // no row sees it (also covers key >= kv_len)
+    if (k.paged) {
+      const uint32_t page = k.page_div.div(uint32_t(key));
+      src.unit = t.g.pages[page];
+      src.slot = key - int(page * k.page_div.divisor);
+    } else {
+      src.unit = t.b;
+      src.slot = t.g.kv_base + key;
+    }
+    return src;
+  }
+
+  __device__ __forceinline__ void load_q(const MTile& t) const {
+    const prefill_tc::KernelArgs& k = a.k;
+    const int r = warp * 32 + lane;
+    int64_t off = -1;
+    if (r < t.rows.count) {
+      int i, head;
+      t.rows.locate(r, i, head);
+      off = prefill_tc::token_offset(t.b, t.g.qo_start, i, head, k.p.q_stride_batch,
+                                     k.p.q_stride_token, k.p.q_stride_head);
+    }
+    copy_warp_rows<T, kHeadDim>(s.q, Cfg::kBlockM, warp * 32, off, static_cast<const T*>(k.p.q),
+                                lane);
+  }
+
+  __device__ __forceinline__ void load_k(const MTile& t, const KvRowSource& src,
+                                 Ring<Cfg::kStages>& ring) const {
+    const prefill_tc::KernelArgs& k = a.k;
+    ring.wait_empty(s.k_empty);
+    const int64_t off = src.offset(k.p.k_stride_unit, k.p.k_stride_token,
+                                   int64_t(t.kv_head) * k.p.k_stride_head);
+    copy_warp_rows<T, kHeadDim>(s.k_tile(ring.stage), kBlockN, warp * 32, off,
+                                static_cast<const T*>(k.p.k), lane);
+    sm90::cp_async_arrive_noinc(ring.bar(s.k_full));
+    ring.advance();
+  }
+
+  __device__ __forceinline__ void load_v(const MTile& t, const KvRowSource& src,
+                                 Ring<Cfg::kStages>& ring) const {
+    const prefill_tc::KernelArgs& k = a.k;
+    ring.wait_empty(s.v_empty);
+    const int64_t off = src.offset(k.p.v_stride_unit, k.p.v_stride_token,
+                                   int64_t(t.kv_head) * k.p.v_stride_head);
+    copy_warp_rows<T, kHeadDim>(s.v_tile(ring.stage), kBlockN, warp * 32, off,
+                                static_cast<const T*>(k.p.v), lane);
+    sm90::cp_async_arrive_noinc(ring.bar(s.v_full));
+    ring.advance();
+  }
+
+  // The whole schedule of this block. K/V tiles go last to first (the consumers' order: the
+  // partial and diagonal tiles come first), V one tile behind K: the consumers issue
+  // S = Q K_n^T before O += P V_{n+1}.
+  __device__ __forceinline__ void run() const {
+    Ring<1> q_ring;
+    Ring<Cfg::kStages> k_ring, v_ring;
+    for (int64_t vt = blockIdx.x; vt < a.num_virtual; vt += gridDim.x) {
+      MTile t;
+      if (!resolve_m_tile<kBlockN>(a, vt, t) || t.n_end <= t.n_begin) continue;
+      q_ring.wait_empty(s.q_empty);
+      load_q(t);
+      sm90::cp_async_arrive_noinc(s.q_full);
+      q_ring.advance();
+
+      int n = t.n_end - 1;
+      KvRowSource cur = lookup(t, n);
+      KvRowSource next = n > t.n_begin ? lookup(t, n - 1) : KvRowSource{};
+      load_k(t, cur, k_ring);
+      for (--n; n >= t.n_begin; --n) {
+        const KvRowSource prev = cur;
+        cur = next;
+        if (n > t.n_begin) next = lookup(t, n - 1);
+        load_k(t, cur, k_ring);
+        load_v(t, prev, v_ring);
+      }
+      load_v(t, cur, v_ring);
+    }
+    // Copies still in flight complete on their barriers regardless; waiting keeps this
+    // thread's outstanding cp.async from outliving it.
+    sm90::cp_async_wait_all();
+  }
+};
+
+}  // namespace flashpage::cuda::prefill_hopper

@@ -1,0 +1,123 @@
+#pragma once
+// Which M tile (128 packed query rows of one KV head) a virtual tile index names, and the
+// static persistent schedule: the grid is at most one block per SM and block b takes virtual
+// tiles b, b + gridDim.x, ... The producer and both consumer warpgroups walk the same
+// sequence and derive the same facts from it (no communication needed).
+//
+// Rows are packed as in prefill_tc (problem_view.cuh): packed row r of a query range is token
+// r / group, query head kv_head * group + r % group, so the query heads of one KV head share
+// each K/V tile (GQA: K/V are read once per M tile for up to `group` heads).
+//
+// Query ranges:
+//  - without a work list (ragged/sdpa): rows are cut into 128-token tiles, each 128 * group
+//    packed rows = `group` M tiles. Causal tiles are issued latest-first (they see the most
+//    keys), so the round-robin schedule hands every block a similar amount of work.
+//  - with the plan's work list (paged prefill): items are <= work_tile_tokens (64) tokens.
+//    Items 2p and 2p+1 form pair p; when they are consecutive ranges of the same row the
+//    pair is one range of up to 128 tokens (so MHA still fills 128-row M tiles), otherwise
+//    each item is its own range. A pair owns 2 * ceil(64 * group / 128) virtual tiles;
+//    the ones it does not need are empty and skipped.
+#include <cstdint>
+
+#include "cuda/prefill_hopper/smem_layout.h"
+#include "cuda/prefill_tc/logits_policy.cuh"
+#include "cuda/prefill_tc/problem_view.cuh"
+#include "ops/workspace.h"
+
+namespace flashpage::cuda::prefill_hopper {
+
+using prefill_tc::PackedRows;
+using prefill_tc::RowGeometry;
+using prefill_tc::TileKeyRanges;
+
+constexpr int kQueryTileTokens = 128;  // query tokens per range without a work list
+
+// The launch arguments: prefill_tc's record (so its row geometry, key visibility and logits
+// policy apply unchanged) plus the schedule's sizes.
+struct HopperArgs {
+  prefill_tc::KernelArgs k;
+  int64_t num_virtual = 0;  // virtual tiles
+  int subtiles = 1;         // virtual tiles per query range (no work list) or per pair
+  int item_subtiles = 1;    // work list: M tiles one item needs, ceil(work_tile_tokens*group/128)
+  int tiles_per_row = 0;    // no work list: 128-token ranges per batch row
+};
+
+// What one M tile is, with its key range and K/V tiles [n_begin, n_end) (tile n covers keys
+// [n * kBlockN, (n + 1) * kBlockN)).
+struct MTile {
+  int b = 0, kv_head = 0;
+  RowGeometry g;
+  PackedRows rows;
+  TileKeyRanges ranges;
+  int n_begin = 0, n_end = 0;
+};
+
+__device__ __forceinline__ const int32_t* work_item(const HopperArgs& a, int64_t w) {
+  return a.k.p.work_ints + Workspace::Impl::kHeaderInts + w * Workspace::Impl::kWorkFields;
+}
+
+// Fills t for virtual tile v; false when v names no rows (skip it). Block-uniform.
+template <int kBlockN>
+__device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, int64_t v, MTile& t) {
+  constexpr int kBlockM = 128;
+  const prefill_tc::KernelArgs& k = a.k;
+  const int sub = int(v % a.subtiles);
+  const int64_t rest = v / a.subtiles;
+  t.kv_head = int(rest % k.p.num_kv_heads);
+  const int64_t unit = rest / k.p.num_kv_heads;  // query range (no work list) or pair
+  int q_begin = 0, q_end = 0, first = 0;
+  if (k.p.work_ints != nullptr) {
+    const int64_t num_work = k.p.work_ints[0];
+    const int64_t w0 = 2 * unit, w1 = w0 + 1;
+    if (w0 >= num_work) return false;  // the grid was sized from the host's count
+    const int32_t* i0 = work_item(a, w0);
+    t.b = i0[0];
+    if (t.b < 0 || t.b >= k.p.batch_size) return false;
+    t.g = prefill_tc::row_geometry(k, t.b);
+    const int32_t* i1 = w1 < num_work ? work_item(a, w1) : nullptr;
+    if (i1 != nullptr && i1[0] == t.b && i1[1] == i0[2]) {  // one range of two items
+      q_begin = i0[1];
+      q_end = i1[2];
+      first = sub * kBlockM;
+    } else if (sub < a.item_subtiles) {
+      q_begin = i0[1];
+      q_end = i0[2];
+      first = sub * kBlockM;
+    } else {
+      if (i1 == nullptr) return false;
+      t.b = i1[0];
+      if (t.b < 0 || t.b >= k.p.batch_size) return false;
+      t.g = prefill_tc::row_geometry(k, t.b);
+      q_begin = i1[1];
+      q_end = i1[2];
+      first = (sub - a.item_subtiles) * kBlockM;
+    }
+  } else {
+    const int64_t ranges_per_rank = int64_t(k.p.batch_size);
+    const int rank = int(unit / ranges_per_rank);
+    t.b = int(unit % ranges_per_rank);
+    const int qt = k.causal ? a.tiles_per_row - 1 - rank : rank;  // latest first when causal
+    t.g = prefill_tc::row_geometry(k, t.b);
+    q_begin = qt * kQueryTileTokens;
+    q_end = q_begin + kQueryTileTokens;
+    first = sub * kBlockM;
+  }
+  if (q_end > t.g.qo_len) q_end = t.g.qo_len;
+  t.rows.group = k.group;
+  t.rows.first = first;
+  t.rows.count = min(kBlockM, (q_end - q_begin) * k.group - first);
+  t.rows.q_begin = q_begin;
+  t.rows.head0 = t.kv_head * k.group;
+  if (t.rows.count <= 0) return false;
+  t.ranges = prefill_tc::tile_key_ranges(k, t.g, t.rows);
+  // Tiles outside the keys any row sees are never loaded (causal / window skip).
+  if (t.ranges.any.hi > t.ranges.any.lo) {
+    t.n_begin = t.ranges.any.lo / kBlockN;
+    t.n_end = (t.ranges.any.hi + kBlockN - 1) / kBlockN;
+  } else {
+    t.n_begin = t.n_end = 0;  // no row sees a key: zeros and -inf, nothing loaded
+  }
+  return true;
+}
+
+}  // namespace flashpage::cuda::prefill_hopper

@@ -1,0 +1,188 @@
+#pragma once
+// Thin wrappers over the sm_90a PTX of the Hopper prefill: mbarriers, cp.async with mbarrier
+// completion, proxy fences, named barriers, register reallocation and the wgmma fences.
+//
+// Every body is compiled only for sm_90a (FP_HOPPER_DEVICE: wgmma and setmaxnreg exist only
+// there, not on plain sm_90 nor later families); elsewhere the wrappers are empty, the kernel
+// that calls them is empty too (kernel.cuh) and the host never launches it
+// (prefill_hopper_covers). Names live in their own namespace: src/cuda/ptx*.cuh define
+// similarly named helpers for other kernels.
+#include <cstdint>
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FP_HOPPER_DEVICE 1
+#endif
+
+namespace flashpage::cuda::prefill_hopper::sm90 {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return uint32_t(__cvta_generic_to_shared(p));
+}
+
+// ---- mbarriers (64-bit objects in shared memory) ----------------------------------------
+
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+#endif
+}
+
+// Publishes mbarrier.init to the other proxies; a __syncthreads() then publishes it to the
+// other threads of the block.
+__device__ __forceinline__ void fence_barrier_init() {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+// One arrival; .release.cta by default, so this thread's earlier shared-memory reads (and
+// completed wgmma reads, after wgmma.wait_group) are ordered before the phase completes.
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile(
+      "{\n"
+      ".reg .b64 state;\n"
+      "mbarrier.arrive.shared::cta.b64 state, [%0];\n"
+      "}\n" ::"r"(bar)
+      : "memory");
+#endif
+}
+
+// True once the phase with this parity has completed (.acquire.cta by default: the writes
+// that completed it are visible afterwards). On a fresh barrier (phase 0 in progress) parity
+// 1 names the "preceding" phase and passes at once: producers start waiting on the empty
+// barriers with parity 1.
+__device__ __forceinline__ bool mbarrier_try_wait(uint32_t bar, uint32_t parity) {
+#if defined(FP_HOPPER_DEVICE)
+  uint32_t done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.b32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+#else
+  return true;
+#endif
+}
+
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  while (!mbarrier_try_wait(bar, parity)) {
+  }
+}
+
+// ---- cp.async into shared memory ---------------------------------------------------------
+
+// 16-byte global -> shared copy, L1 bypassed (.cg: K/V/Q are streamed, L2 keeps the reuse).
+// valid == false zero-fills the 16 bytes without reading src (src-size 0).
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+#if defined(FP_HOPPER_DEVICE)
+  const uint32_t src_bytes = valid ? 16u : 0u;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+#endif
+}
+
+// The barrier receives one arrival once all of this thread's earlier cp.async have landed.
+// .noinc: that arrival counts against the barrier's expected count (it is initialised with
+// the number of copying threads), rather than being balanced by an extra pending count.
+__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
+__device__ __forceinline__ void cp_async_wait_all() {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// cp.async writes shared memory through the generic proxy, wgmma reads it through the async
+// proxy: after waiting on a "full" barrier, and before the wgmma that reads those bytes, the
+// reading thread orders the two proxies (PTX ISA, wgmma.mma_async: "accessing the same memory
+// location across multiple proxies needs a cross-proxy fence ... fence.proxy.async").
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// ---- named barriers (ids 1..15; 0 is __syncthreads) ---------------------------------------
+
+__device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads) {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+#endif
+}
+__device__ __forceinline__ void named_arrive(uint32_t id, uint32_t threads) {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+#endif
+}
+
+// ---- register reallocation between warpgroups -----------------------------------------------
+
+// All four warps of a warpgroup execute the same one. The block's register file is the pool:
+// the kernel is compiled at 168 registers per thread (384 threads, 1 block per SM), the load
+// warpgroup gives registers back, the math warpgroups take them.
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(kRegs >= 24 && kRegs <= 256 && kRegs % 8 == 0);
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(kRegs >= 24 && kRegs <= 256 && kRegs % 8 == 0);
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+// ---- wgmma ordering ------------------------------------------------------------------------
+
+// Required before the first wgmma of a batch whenever its accumulator or A registers were
+// written by ordinary instructions since the last wgmma (softmax, rescale, P conversion).
+__device__ __forceinline__ void wgmma_fence() {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+// Waits until at most kPending committed groups are still running.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+// Keeps the compiler from moving reads or writes of wgmma registers across the asm
+// statements above (they are asynchronous: only wgmma_wait makes them safe to touch).
+template <int kRows, int kCols>
+__device__ __forceinline__ void fence_operands(float (&r)[kRows][kCols]) {
+#pragma unroll
+  for (int i = 0; i < kRows; ++i)
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) asm volatile("" : "+f"(r[i][j])::"memory");
+}
+template <int kRows, int kCols>
+__device__ __forceinline__ void fence_operands(uint32_t (&r)[kRows][kCols]) {
+#pragma unroll
+  for (int i = 0; i < kRows; ++i)
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+}  // namespace flashpage::cuda::prefill_hopper::sm90
