@@ -1,9 +1,13 @@
-// cuda::batch_prefill_paged, batch_prefill_ragged and sdpa. Each first offers the call to the
-// tensor-core kernel (prefill_tc/, f16/bf16, head_dim 64/128/256, aligned strides); what it
-// does not cover runs on the generic kernel (generic_attention.h).
+// cuda::batch_prefill_paged, batch_prefill_ragged and sdpa. Each offers the call first to the
+// Hopper kernel (prefill_hopper/, wgmma, sm_90a devices), then to the mma.sync tensor-core
+// kernel (prefill_tc/, f16/bf16, head_dim 64/128/256, aligned strides); what neither covers
+// runs on the generic kernel (generic_attention.h). prefill_select.h names the order.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "core/check.h"
@@ -11,10 +15,38 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/generic_attention.h"
+#include "cuda/prefill_hopper/prefill_hopper.h"
+#include "cuda/prefill_select.h"
 #include "cuda/prefill_tc/prefill_tc.h"
 
 namespace flashpage::cuda {
 namespace {
+
+std::atomic<const char*> g_last_prefill_kernel{"none"};
+
+// FLASHPAGE_PREFILL_KERNEL=tc: the benchmark's A/B switch, read once.
+bool hopper_disabled() {
+  static const bool disabled = [] {
+    const char* v = std::getenv("FLASHPAGE_PREFILL_KERNEL");
+    return v != nullptr && std::strcmp(v, "tc") == 0;
+  }();
+  return disabled;
+}
+
+// Launches the first tensor-core kernel that covers the call; false: the caller runs the
+// generic kernel.
+bool run_tensor_core_prefill(const PrefillTcParams& t, cudaStream_t stream) {
+  if (!hopper_disabled() && run_prefill_hopper(t, stream)) {
+    g_last_prefill_kernel.store(prefill_kernel_name(PrefillKernel::hopper));
+    return true;
+  }
+  if (run_prefill_tc(t, stream)) {
+    g_last_prefill_kernel.store(prefill_kernel_name(PrefillKernel::tc));
+    return true;
+  }
+  g_last_prefill_kernel.store(prefill_kernel_name(PrefillKernel::generic));
+  return false;
+}
 
 enum class MaskShapes { paged, torch_broadcast };
 
@@ -130,6 +162,26 @@ StridedRef ref_of(const Tensor& t, int64_t batch_dim, int64_t token_dim, int64_t
 
 }  // namespace
 
+PrefillKernel select_prefill_kernel(const PrefillTcParams& params) {
+  if (!hopper_disabled() && prefill_hopper_covers(params)) return PrefillKernel::hopper;
+  if (prefill_tc_covers(params)) return PrefillKernel::tc;
+  return PrefillKernel::generic;
+}
+
+const char* prefill_kernel_name(PrefillKernel kernel) {
+  switch (kernel) {
+    case PrefillKernel::hopper: return "hopper";
+    case PrefillKernel::tc: return "tc";
+    default: return "generic";
+  }
+}
+
+const char* prefill_kernel_name(const PrefillTcParams& params) {
+  return prefill_kernel_name(select_prefill_kernel(params));
+}
+
+const char* last_prefill_kernel() { return g_last_prefill_kernel.load(); }
+
 void batch_prefill_paged(const Workspace::Impl& ws, const Plan& plan, const Tensor& q,
                          const Tensor& qo_indptr, const PagedKv& kv, const Tensor& mask,
                          const AttentionParams& params, Tensor& out, const Tensor& lse,
@@ -169,7 +221,7 @@ void batch_prefill_paged(const Workspace::Impl& ws, const Plan& plan, const Tens
   t.work_ints = g.work_ints;
   t.num_work_host = int(plan.num_work);
   t.work_tile_tokens = int(plan.kv_chunk);
-  if (run_prefill_tc(t, static_cast<cudaStream_t>(stream))) return;
+  if (run_tensor_core_prefill(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_paged_planned(g, make_page_table_view(kv), kv.k_pages.data(), kv.v_pages.data(),
                                plan.grid, static_cast<cudaStream_t>(stream));
 }
@@ -208,7 +260,7 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
   int32_t longest = 0;
   for (int32_t b = 0; b < batch; ++b) longest = std::max(longest, offsets[b + 1] - offsets[b]);
   t.max_qo_len = longest;
-  if (run_prefill_tc(t, static_cast<cudaStream_t>(stream))) return;
+  if (run_tensor_core_prefill(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_strided(g, kvs, static_cast<cudaStream_t>(stream));
 }
 
@@ -234,7 +286,7 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
   PrefillTcParams t = tc_params(g, k.size(1), batch);
   set_strided_kv(t, kvs);
   t.max_qo_len = int(num_q);
-  if (run_prefill_tc(t, static_cast<cudaStream_t>(stream))) return;
+  if (run_tensor_core_prefill(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_strided(g, kvs, static_cast<cudaStream_t>(stream));
 }
 

@@ -1,0 +1,21 @@
+#pragma once
+// Which CUDA prefill kernel runs a call (prefill.cu dispatches in this order):
+//   hopper   src/cuda/prefill_hopper/ (wgmma, sm_90a), when prefill_hopper_covers the call
+//   tc       src/cuda/prefill_tc/ (mma.sync), when prefill_tc_covers it
+//   generic  src/cuda/generic_attention.cu, everything else
+// FLASHPAGE_PREFILL_KERNEL=tc (read once per process) skips the Hopper kernel, so a benchmark
+// can compare the two in one build.
+#include "cuda/prefill_tc/prefill_tc.h"
+
+namespace flashpage::cuda {
+
+enum class PrefillKernel { hopper, tc, generic };
+
+PrefillKernel select_prefill_kernel(const PrefillTcParams& params);
+const char* prefill_kernel_name(PrefillKernel kernel);
+const char* prefill_kernel_name(const PrefillTcParams& params);
+// The kernel the latest CUDA prefill call of this process launched ("none" before any): for
+// tests and benchmarks that want to say what they measured.
+const char* last_prefill_kernel();
+
+}  // namespace flashpage::cuda
