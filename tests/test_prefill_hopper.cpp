@@ -1,0 +1,230 @@
+// The Hopper (wgmma) prefill against the float64 oracle over the configurations it covers:
+// sizes that are not multiples of its 128-row / 128-key tiles (S = 1, 7, 113, 128, 129, 300),
+// L > S (a cached prefix), empty rows, bf16 and f16, head_dim 64 and 128, causal top-left
+// (sdpa) and bottom-right (ragged, paged), GQA 4 and MHA, contiguous K/V and pages of 1, 16
+// and 64 tokens in NHD and HND, window and soft cap, LSE. Outputs are poisoned first, so every
+// element must be written. Each case prints the kernel that ran; on a compute capability 9.0
+// device (with FLASHPAGE_PREFILL_KERNEL unset) it must be the Hopper kernel.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda/prefill_select.h"
+#include "test_util.h"
+
+namespace fpt {
+namespace {
+
+// Whether the Hopper kernel should take covered calls here.
+bool hopper_expected() {
+#if defined(FLASHPAGE_HAVE_SM90A)
+  const char* forced = std::getenv("FLASHPAGE_PREFILL_KERNEL");
+  if (forced != nullptr && std::strcmp(forced, "tc") == 0) return false;
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  return major == 9 && minor == 0;
+#else
+  return false;
+#endif
+}
+
+void expect_kernel(const std::string& what) {
+  const char* ran = flashpage::cuda::last_prefill_kernel();
+  std::printf("[ kernel ] %-7s %s\n", ran, what.c_str());
+  if (hopper_expected()) {
+    EXPECT_STREQ(ran, "hopper") << what;
+  }
+}
+
+// ---- sdpa: contiguous [B, H, S, D], top-left causal --------------------------------------
+
+struct SdpaCase {
+  int64_t B, Hq, Hkv, S, L, D;
+  DType dtype;
+  bool causal;
+  int window_left = -1;
+  float soft_cap = 0;
+  std::string str() const {
+    std::ostringstream os;
+    os << "sdpa B=" << B << " Hq=" << Hq << " Hkv=" << Hkv << " S=" << S << " L=" << L
+       << " D=" << D << " " << dtype_name(dtype) << " causal=" << causal
+       << " window=" << window_left << " cap=" << soft_cap;
+    return os.str();
+  }
+};
+
+void run_sdpa(Rng& rng, const SdpaCase& c) {
+  SCOPED_TRACE(c.str());
+  const Device dev = cuda0();
+  const Tensor q = random_tensor(rng, {c.B, c.Hq, c.S, c.D}, c.dtype, dev, -2, 2);
+  const Tensor k = random_tensor(rng, {c.B, c.Hkv, c.L, c.D}, c.dtype, dev, -2, 2);
+  const Tensor v = random_tensor(rng, {c.B, c.Hkv, c.L, c.D}, c.dtype, dev);
+  const AttentionParams p{0.0f, c.causal, c.window_left, c.soft_cap};
+  const oracle::Result ref = oracle::sdpa(q, k, v, Tensor(), p);
+  Tensor out = poisoned({c.B, c.Hq, c.S, c.D}, c.dtype, dev);
+  Tensor lse = poisoned({c.B, c.Hq, c.S}, DType::f32, dev);
+  sdpa(q, k, v, Tensor(), p, out, lse);
+  expect_kernel(c.str());
+  expect_output(out, ref.out, c.dtype);
+  expect_lse(lse, ref.lse, c.dtype);
+}
+
+TEST(PrefillHopper, CudaSdpaSizes) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t d : {64, 128})
+      for (int64_t s : {1, 7, 113, 128, 129, 300})
+        for (bool causal : {false, true}) {
+          FP_CASE(run_sdpa(rng, {1, 8, 2, s, s, d, t, causal}));        // GQA 4, S == L
+          FP_CASE(run_sdpa(rng, {2, 2, 2, s, s + 77, d, t, causal}));   // MHA, L > S
+        }
+}
+
+TEST(PrefillHopper, CudaSdpaLongAndShortKeys) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::bf16, DType::f16}) {
+    FP_CASE(run_sdpa(rng, {1, 4, 1, 64, 700, 128, t, false}));   // many K/V tiles, MQA
+    FP_CASE(run_sdpa(rng, {1, 4, 4, 300, 5, 128, t, true}));     // L < S: rows that see nothing
+    FP_CASE(run_sdpa(rng, {1, 4, 2, 257, 257, 64, t, true, 40}));        // window
+    FP_CASE(run_sdpa(rng, {1, 4, 2, 200, 330, 128, t, false, -1, 20.0f}));  // soft cap
+  }
+}
+
+// ---- ragged: [N, H, D] segments, bottom-right causal ---------------------------------------
+
+struct RaggedCase {
+  std::vector<int64_t> q_lens, kv_lens;  // kv_lens empty: self-attention
+  int64_t Hq, Hkv, D;
+  DType dtype;
+  bool causal;
+  std::string str() const {
+    std::ostringstream os;
+    os << "ragged q_lens=" << fpt::str(q_lens) << " kv_lens=" << fpt::str(kv_lens)
+       << " Hq=" << Hq << " Hkv=" << Hkv << " D=" << D << " " << dtype_name(dtype)
+       << " causal=" << causal;
+    return os.str();
+  }
+};
+
+std::vector<int64_t> indptr_of(const std::vector<int64_t>& lens) {
+  std::vector<int64_t> v{0};
+  for (int64_t n : lens) v.push_back(v.back() + n);
+  return v;
+}
+
+void run_ragged(Rng& rng, const RaggedCase& c) {
+  SCOPED_TRACE(c.str());
+  const Device dev = cuda0();
+  const auto qo = indptr_of(c.q_lens);
+  const auto kvp = indptr_of(c.kv_lens.empty() ? c.q_lens : c.kv_lens);
+  const Tensor qo_t = host_ints(qo).to(dev);
+  const Tensor kv_t = c.kv_lens.empty() ? Tensor() : host_ints(kvp).to(dev);
+  const Tensor q = random_tensor(rng, {qo.back(), c.Hq, c.D}, c.dtype, dev, -2, 2);
+  const Tensor k = random_tensor(rng, {kvp.back(), c.Hkv, c.D}, c.dtype, dev, -2, 2);
+  const Tensor v = random_tensor(rng, {kvp.back(), c.Hkv, c.D}, c.dtype, dev);
+  const AttentionParams p{0.0f, c.causal, -1, 0.0f};
+  const oracle::Result ref = oracle::prefill_ragged(q, k, v, qo_t, kv_t, p);
+  Tensor out = poisoned({qo.back(), c.Hq, c.D}, c.dtype, dev);
+  Tensor lse = poisoned({qo.back(), c.Hq}, DType::f32, dev);
+  batch_prefill_ragged(q, k, v, qo_t, kv_t, p, out, lse);
+  expect_kernel(c.str());
+  expect_output(out, ref.out, c.dtype);
+  expect_lse(lse, ref.lse, c.dtype);
+}
+
+TEST(PrefillHopper, CudaRagged) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t d : {64, 128})
+      for (bool causal : {false, true}) {
+        FP_CASE(run_ragged(rng, {{1, 0, 129, 300, 7}, {}, 8, 2, d, t, causal}));
+        FP_CASE(run_ragged(rng, {{113, 1, 128}, {300, 40, 128}, 8, 2, d, t, causal}));  // cached prefix
+        FP_CASE(run_ragged(rng, {{200, 64}, {150, 64}, 4, 4, d, t, causal}));  // L < S in a row
+      }
+}
+
+// ---- paged: the plan's work list, pages of any size, NHD/HND ---------------------------
+
+struct HopperPagedCase {
+  std::vector<int64_t> lengths;  // keys per row
+  std::vector<int64_t> q_lens;   // empty: uniform S
+  int64_t S, page_size, Hq, Hkv, D;
+  KvLayout layout;
+  DType dtype;
+  bool causal;
+  int window_left = -1;
+  float soft_cap = 0;
+  std::string str() const {
+    std::ostringstream os;
+    os << "paged lengths=" << fpt::str(lengths) << " q_lens=" << fpt::str(q_lens) << " S=" << S
+       << " P=" << page_size << " Hq=" << Hq << " Hkv=" << Hkv << " D=" << D << " "
+       << layout_name(layout) << " " << dtype_name(dtype) << " causal=" << causal
+       << " window=" << window_left << " cap=" << soft_cap;
+    return os.str();
+  }
+};
+
+void run_paged(Rng& rng, const HopperPagedCase& c) {
+  SCOPED_TRACE(c.str());
+  const Device dev = cuda0();
+  const int64_t B = int64_t(c.lengths.size());
+  const fpt::PagedCase pc =
+      random_paged(rng, c.lengths, c.page_size, c.Hkv, c.D, c.layout, c.dtype, dev);
+  const AttentionParams p{0.0f, c.causal, c.window_left, c.soft_cap};
+  const bool ragged = !c.q_lens.empty();
+  Tensor host_qo, qo;
+  Shape out_shape, lse_shape;
+  if (ragged) {
+    const auto indptr = indptr_of(c.q_lens);
+    host_qo = host_ints(indptr);
+    qo = host_qo.to(dev);
+    out_shape = {indptr.back(), c.Hq, c.D};
+    lse_shape = {indptr.back(), c.Hq};
+  } else {
+    out_shape = {B, c.Hq, c.S, c.D};
+    lse_shape = {B, c.Hq, c.S};
+  }
+  const Tensor q = random_tensor(rng, out_shape, c.dtype, dev, -2, 2);
+  const oracle::Result ref = oracle::prefill_paged(q, qo, pc.kv, Tensor(), p);
+  Workspace ws(dev, size_t(32) << 20);
+  const Plan plan = plan_prefill(ws, host_qo, pc.host_table, pc.kv, ragged ? 0 : c.S, c.Hq);
+  Tensor out = poisoned(out_shape, c.dtype, dev);
+  Tensor lse = poisoned(lse_shape, DType::f32, dev);
+  batch_prefill_paged(ws, plan, q, qo, pc.kv, Tensor(), p, out, lse);
+  expect_kernel(c.str());
+  expect_output(out, ref.out, c.dtype);
+  expect_lse(lse, ref.lse, c.dtype);
+}
+
+TEST(PrefillHopper, CudaPaged) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t d : {64, 128})
+      for (int64_t page : {1, 16, 64})
+        for (KvLayout layout : {KvLayout::NHD, KvLayout::HND}) {
+          // Ragged queries over a cached prefix, an empty row, GQA 4.
+          FP_CASE(run_paged(rng, {{300, 0, 129, 40}, {113, 0, 129, 7}, 0, page, 8, 2, d, layout, t, true}));
+          // Uniform S, MHA (work-list pairs merge into 128-token tiles), not causal.
+          FP_CASE(run_paged(rng, {{257, 130}, {}, 129, page, 2, 2, d, layout, t, false}));
+        }
+}
+
+TEST(PrefillHopper, CudaPagedWindowSoftCap) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::bf16, DType::f16}) {
+    FP_CASE(run_paged(rng, {{500, 90}, {}, 40, 16, 8, 1, 128, KvLayout::NHD, t, true, 64, 20.0f}));
+    FP_CASE(run_paged(rng, {{300, 301}, {300, 1}, 0, 3, 4, 2, 64, KvLayout::HND, t, true, 100}));
+  }
+}
+
+}  // namespace
+}  // namespace fpt
