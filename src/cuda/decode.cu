@@ -53,7 +53,8 @@ struct PartialFold {
 // are skipped (the decode kernel wrote them). All lanes reach the shuffles.
 template <class T>
 __global__ void __launch_bounds__(kMergeThreads)
-    decode_merge_kernel(const __grid_constant__ DecodeArgs a, int head_dim, int group_lanes) {
+    decode_merge_kernel(const __grid_constant__ DecodeArgs a, int head_dim, int group_lanes,
+                        int items_offset) {
   // Launched as a programmatic dependent of the streamed decode kernel: its blocks may start
   // while that kernel's last blocks finish, and wait here for its partials.
   ptx::griddepcontrol_wait();
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(kMergeThreads)
   const int num_work = ints[0], num_partials = ints[1], batch = ints[2];
   // Offsets come from the device header so a replayed graph follows a re-plan.
   const int32_t* merge_indptr =
-      ints + Workspace::Impl::kHeaderInts + int64_t(num_work) * Workspace::Impl::kWorkFields;
+      ints + items_offset + int64_t(num_work) * Workspace::Impl::kWorkFields;
   const float* partial_lse = a.partial_out + int64_t(num_partials) * a.num_qo_heads * head_dim;
 
   const int quads = head_dim / 4;
@@ -154,7 +155,7 @@ bool is_capturing(cudaStream_t stream) {
 // finished (it waits in griddepcontrol.wait), hiding its launch.
 template <class T>
 void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, int max_slots,
-                  bool programmatic, cudaStream_t stream) {
+                  int items_offset, bool programmatic, cudaStream_t stream) {
   // Threads per output quad: enough that each folds ~kMergeUnroll slots of the longest row.
   int group_lanes = 1;
   while (group_lanes < 32 && group_lanes * kMergeUnroll < max_slots) group_lanes *= 2;
@@ -170,7 +171,8 @@ void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, in
     config.attrs = &attribute;
     config.numAttrs = 1;
   }
-  FP_CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge_kernel<T>, args, head_dim, group_lanes));
+  FP_CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge_kernel<T>, args, head_dim, group_lanes,
+                                   items_offset));
 }
 
 
@@ -309,10 +311,12 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
       max_slots = std::max(max_slots, merge_indptr[b + 1] - merge_indptr[b]);
     if (q.dtype() == DType::bf16)
       launch_merge<__nv_bfloat16>(args, int(plan.batch_size), int(plan.num_qo_heads),
-                                  int(plan.head_dim), max_slots, programmatic, stream);
+                                  int(plan.head_dim), max_slots, int(ws.items_offset),
+                                  programmatic, stream);
     else
       launch_merge<__half>(args, int(plan.batch_size), int(plan.num_qo_heads),
-                           int(plan.head_dim), max_slots, programmatic, stream);
+                           int(plan.head_dim), max_slots, int(ws.items_offset), programmatic,
+                           stream);
   }
 }
 

@@ -104,16 +104,16 @@ struct StreamDecodeBlock {
     return s;
   }
 
+  // The block's item range sits right after the header (one load, no dependency on it);
+  // the items follow the grid + 1 range bounds.
   __device__ __forceinline__ void block_items(int& begin, int& end) const {
-    const int32_t* ints = a.d.work_ints;
-    const int num_work = ints[0], batch = ints[2];
-    const int32_t* block_indptr = ints + Workspace::Impl::kHeaderInts +
-                                  int64_t(num_work) * Workspace::Impl::kWorkFields + batch + 1;
+    const int32_t* block_indptr = a.d.work_ints + Workspace::Impl::kHeaderInts;
     begin = block_indptr[blockIdx.x];
     end = block_indptr[blockIdx.x + 1];
   }
   __device__ __forceinline__ int4 item_at(int w) const {
-    return reinterpret_cast<const int4*>(a.d.work_ints + Workspace::Impl::kHeaderInts)[w];
+    return reinterpret_cast<const int4*>(a.d.work_ints + Workspace::Impl::kHeaderInts +
+                                         gridDim.x + 1)[w];
   }
 
   // ---- producer (one warp) -------------------------------------------------------------
@@ -125,7 +125,23 @@ struct StreamDecodeBlock {
       ptx::bulk_copy_g2s(dst, src, bytes, bar);
   }
 
-  __device__ __forceinline__ void produce() {
+  // What the producer loads before the barrier set-up, so those round trips overlap it.
+  struct ProducerStart {
+    int begin = 0, end = 0;
+    int4 item = make_int4(0, 0, 0, 0);
+    int32_t page_base = 0;  // indptr[item.x]
+  };
+  __device__ __forceinline__ ProducerStart producer_start() const {
+    ProducerStart p;
+    block_items(p.begin, p.end);
+    if (p.begin < p.end) {
+      p.item = item_at(p.begin);
+      p.page_base = a.d.pages.indptr[p.item.x];
+    }
+    return p;
+  }
+
+  __device__ __forceinline__ void produce(const ProducerStart& start) {
     const uint64_t policy = ptx::l2_evict_first_policy();
     const uint8_t* q = static_cast<const uint8_t*>(a.d.q);
     const uint8_t* k = static_cast<const uint8_t*>(a.d.k_pages);
@@ -133,11 +149,13 @@ struct StreamDecodeBlock {
     const PageTableView& pt = a.d.pages;
     int stage = 0;
     uint32_t phase = 0, q_phase = 0;
-    int begin, end;
-    block_items(begin, end);
-    for (int w = begin; w < end; ++w) {
-      const int4 item = item_at(w);
-      const int32_t* row_pages = pt.indices + pt.indptr[item.x];
+    int4 item = start.item;
+    int32_t page_base = start.page_base;
+    for (int w = start.begin; w < start.end; ++w) {
+      // The next item and its page list, loaded now so they are ready when this one ends.
+      int4 next = item;
+      if (w + 1 < start.end) next = item_at(w + 1);
+      const int32_t* row_pages = pt.indices + page_base;
       for (int u = 0; u < sub_units; ++u) {
         const SubUnit su = sub_unit(item, u);
         // Query rows of the block's heads into the (single) query slot, once the consumers
@@ -204,6 +222,8 @@ struct StreamDecodeBlock {
           }
         }
       }
+      if (w + 1 < start.end) page_base = pt.indptr[next.x];
+      item = next;
     }
   }
 
@@ -403,9 +423,11 @@ __global__ void __launch_bounds__((kConsumerWarps + 1) * 32, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) uint8_t smem[];
   StreamDecodeBlock<T, kHeadDim, kConsumerWarps> block(args, smem);
+  typename StreamDecodeBlock<T, kHeadDim, kConsumerWarps>::ProducerStart start;
+  if (block.warp == kConsumerWarps) start = block.producer_start();
   block.init(smem);
   if (block.warp == kConsumerWarps) {
-    block.produce();
+    block.produce(start);
   } else {
     block.consume();
   }

@@ -93,13 +93,14 @@ Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
   w.host_ints[1] = int32_t(plan.num_partials);
   w.host_ints[2] = int32_t(plan.batch_size);
   w.host_ints[3] = int32_t(kernel);
+  std::copy(block_indptr.begin(), block_indptr.end(),
+            w.host_ints.begin() + Workspace::Impl::kHeaderInts);
+  w.items_offset = Workspace::Impl::kHeaderInts + int64_t(block_indptr.size());
   std::copy_n(reinterpret_cast<const int32_t*>(items.data()), items.size() * 4,
-              w.host_ints.begin() + Workspace::Impl::kHeaderInts);
-  w.merge_indptr_offset = Workspace::Impl::kHeaderInts + int64_t(items.size()) * 4;
+              w.host_ints.begin() + w.items_offset);
+  w.merge_indptr_offset = w.items_offset + int64_t(items.size()) * 4;
   std::copy(merge_indptr.begin(), merge_indptr.end(),
             w.host_ints.begin() + w.merge_indptr_offset);
-  std::copy(block_indptr.begin(), block_indptr.end(),
-            w.host_ints.begin() + w.merge_indptr_offset + int64_t(merge_indptr.size()));
   w.partial_lse_offset = plan.num_partials * plan.num_qo_heads * plan.head_dim;
   if (w.device.is_cuda())
     detail::copy_bytes(w.ints.data(), w.device, w.host_ints.data(), Device::cpu(),

@@ -4,7 +4,10 @@
 //
 // Integer region (int32, device memory; a host mirror in `host_ints`):
 //   [0] num_work   [1] num_partials   [2] batch_size   [3] reserved
-//   [kWorkOffset ..)              num_work items of kWorkFields ints (see WorkItem)
+//   [kHeaderInts ..)              streamed decode plans only: block_indptr, grid + 1 ints
+//                                 (block k runs items [k], [k+1]); first, at a fixed offset,
+//                                 so a block finds its range in one load
+//   [items_offset ..)             num_work items of kWorkFields ints (see WorkItem)
 //   [merge_indptr_offset ..)      batch_size + 1 ints: row b's partial slots are
 //                                 merge_indptr[b] .. merge_indptr[b+1] (empty: no split)
 // Float region (f32, device memory):
@@ -48,12 +51,13 @@ struct Workspace::Impl {
   } cached;
 
   // Written by the last plan.
+  int64_t items_offset = kHeaderInts;  // in ints
   int64_t merge_indptr_offset = 0;  // in ints
   int64_t partial_lse_offset = 0;   // in floats
   int64_t max_kv_len = 0;           // longest row of the planned table (prefill mask width)
 
   const WorkItem* host_work() const {
-    return reinterpret_cast<const WorkItem*>(host_ints.data() + kHeaderInts);
+    return reinterpret_cast<const WorkItem*>(host_ints.data() + items_offset);
   }
   const int32_t* host_merge_indptr() const { return host_ints.data() + merge_indptr_offset; }
   const int32_t* device_ints() const { return ints.data_as<int32_t>(); }
