@@ -49,6 +49,21 @@ __device__ __forceinline__ void copy_warp_rows(uint32_t tile, int tile_rows, int
   }
 }
 
+// Marks this thread's part of a tile as sent: the full barrier gets the thread's arrival
+// once its copies have landed. The consumers fence the proxies after waiting
+// (sm90::fence_proxy_async). Building with FLASHPAGE_HOPPER_PRODUCER_FENCE=1 instead waits for
+// the copies here and fences on the writing side before a plain arrival: slower (one tile in
+// flight per thread), for ruling the cross-proxy ordering out when chasing a wrong result.
+__device__ __forceinline__ void signal_full(uint32_t bar) {
+#if defined(FLASHPAGE_HOPPER_PRODUCER_FENCE) && FLASHPAGE_HOPPER_PRODUCER_FENCE
+  sm90::cp_async_wait_all();
+  sm90::fence_proxy_async();
+  sm90::mbarrier_arrive(bar);
+#else
+  sm90::cp_async_arrive_noinc(bar);
+#endif
+}
+
 // Where one lane's K/V row of a tile lives: the page (or batch row) and the slot in it.
 struct KvRowSource {
   int32_t unit = -1;  // page id / batch row; -1: past the end, zero-fill
@@ -112,7 +127,7 @@ struct Producer {
                                    int64_t(t.kv_head) * k.p.k_stride_head);
     copy_warp_rows<T, kHeadDim>(s.k_tile(ring.stage), kBlockN, warp * 32, off,
                                 static_cast<const T*>(k.p.k), lane);
-    sm90::cp_async_arrive_noinc(ring.bar(s.k_full));
+    signal_full(ring.bar(s.k_full));
     ring.advance();
   }
 
@@ -124,7 +139,7 @@ struct Producer {
                                    int64_t(t.kv_head) * k.p.v_stride_head);
     copy_warp_rows<T, kHeadDim>(s.v_tile(ring.stage), kBlockN, warp * 32, off,
                                 static_cast<const T*>(k.p.v), lane);
-    sm90::cp_async_arrive_noinc(ring.bar(s.v_full));
+    signal_full(ring.bar(s.v_full));
     ring.advance();
   }
 
@@ -139,7 +154,7 @@ struct Producer {
       if (!resolve_m_tile<kBlockN>(a, vt, t) || t.n_end <= t.n_begin) continue;
       q_ring.wait_empty(s.q_empty);
       load_q(t);
-      sm90::cp_async_arrive_noinc(s.q_full);
+      signal_full(s.q_full);
       q_ring.advance();
 
       int n = t.n_end - 1;

@@ -70,9 +70,12 @@ __device__ __forceinline__ bool mbarrier_try_wait(uint32_t bar, uint32_t parity)
 #endif
 }
 
+// The lanes of a warp read the same barrier word, so they leave the loop together; the
+// __syncwarp makes that reconvergence explicit before the .sync.aligned wgmma/bar that follow.
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   while (!mbarrier_try_wait(bar, parity)) {
   }
+  __syncwarp();
 }
 
 // ---- cp.async into shared memory ---------------------------------------------------------
