@@ -95,7 +95,7 @@ for stage in $STAGES; do
       # Hardware counters of one decode launch (64 x 4096, 32/8/128, page 16): throughput,
       # occupancy and warp stalls, to see what limits the kernel.
       timeout "${NCU_TIMEOUT:-120}" ncu --clock-control none --kernel-name regex:"${NCU_KERNEL:-decode_kernel}" \
-        --launch-skip 3 --launch-count 1 --section SpeedOfLight --section Occupancy \
+        --launch-skip "${NCU_SKIP:-3}" --launch-count "${NCU_COUNT:-1}" --section SpeedOfLight --section Occupancy \
         --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
         --section SchedulerStats "$BUILD/bench/decode_bench" ${NCU_ARGS:---heads 32/8/128 --shapes 64x4096 --pages 16 --reps 3 --min-ms 1} \
         >"$OUT/ncu_decode.log" 2>&1

@@ -13,6 +13,7 @@
 #include "cuda/decode_args.h"
 #include "cuda/device_types.cuh"
 #include "cuda/generic_attention.h"
+#include "cuda/kernel_attributes.h"
 #include "cuda/ptx_sm90.cuh"
 #include "cuda/softmax_state.cuh"
 #include "ops/decode_kernel_choice.h"
@@ -159,6 +160,9 @@ void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, in
   // Threads per output quad: enough that each folds ~kMergeUnroll slots of the longest row.
   int group_lanes = 1;
   while (group_lanes < 32 && group_lanes * kMergeUnroll < max_slots) group_lanes *= 2;
+  // The decode kernels run with the largest shared-memory carveout; the merge asks for the
+  // same, so the SMs need not reconfigure L1 / shared memory between the two launches.
+  allow_shared_memory<decode_merge_kernel<T>>(0);
   const int64_t threads = int64_t(batch) * heads * (head_dim / 4) * group_lanes;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(unsigned((threads + kMergeThreads - 1) / kMergeThreads));
