@@ -48,9 +48,11 @@ for stage in $STAGES; do
         note "test $name: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ' | head -c 200) skipped=$(grep -c '\[  SKIPPED' "$OUT/$name.log")"
       done
       # The same decode cases on the sm_80+ split kernel (the sm_90 default is the streamed one).
-      FLASHPAGE_DECODE_KERNEL=split timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/test_ops" \
-        --gtest_filter='Decode.Cuda*' --gtest_brief=1 >"$OUT/test_ops_split.log" 2>&1 || fails=$((fails + 1))
-      note "test test_ops (split decode kernel): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_ops_split.log" | tr '\n' ' ' | head -c 200)"
+      if [ "${SPLIT_TESTS:-1}" = 1 ]; then
+        FLASHPAGE_DECODE_KERNEL=split timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/test_ops" \
+          --gtest_filter='Decode.Cuda*' --gtest_brief=1 >"$OUT/test_ops_split.log" 2>&1 || fails=$((fails + 1))
+        note "test test_ops (split decode kernel): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_ops_split.log" | tr '\n' ' ' | head -c 200)"
+      fi
       grep -h -A3 '\[  FAILED  \]' "$OUT"/test_*.log | head -60 >"$OUT/failures.txt"
       note "test binaries failing: $fails"
       ;;
@@ -87,6 +89,14 @@ for stage in $STAGES; do
       timeout "${BENCH_TIMEOUT:-300}" "$BUILD/bench/prefill_bench" ${PREFILL_ARGS:-} \
         >"$OUT/prefill_bench.jsonl" 2>"$OUT/prefill_bench.err"
       note "prefill_bench rc=$? lines=$(wc -l <"$OUT/prefill_bench.jsonl")"
+      # Variants on the same shapes, same run, rows tagged _name (default: the mma.sync kernel).
+      for variant in ${PREFILL_VARIANTS:-tc=FLASHPAGE_PREFILL_KERNEL=tc}; do
+        name=${variant%%=*}
+        envs=$(echo "${variant#*=}" | tr ',' ' ')
+        env $envs FLASHPAGE_BENCH_LABEL="$name" timeout "${BENCH_TIMEOUT:-300}" "$BUILD/bench/prefill_bench" \
+          ${PREFILL_ARGS:-} >>"$OUT/prefill_bench.jsonl" 2>>"$OUT/prefill_bench.err"
+        note "prefill_bench ($name: $envs) rc=$?"
+      done
       timeout "${BENCH_TIMEOUT:-300}" python3 bench/prefill_compare.py --flashpage "$OUT/prefill_bench.jsonl" \
         --out "$OUT" >"$OUT/prefill_compare.log" 2>&1
       note "prefill_compare rc=$?"

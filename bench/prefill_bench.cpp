@@ -9,6 +9,8 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <numeric>
 #include <random>
 
@@ -31,20 +33,24 @@ double unmasked_pairs(const Case& c) {
   return pairs;
 }
 
-void print_result(const Case& c, const char* system, int64_t page_size, const bench::Timing& t,
+void print_result(const Case& c, const char* system_base, int64_t page_size, const bench::Timing& t,
                   const char* error) {
+  // FLASHPAGE_BENCH_LABEL tags a variant run (e.g. FLASHPAGE_PREFILL_KERNEL=tc) in one file.
+  std::string system = system_base;
+  if (const char* label = std::getenv("FLASHPAGE_BENCH_LABEL"); label != nullptr && *label)
+    system.append("_").append(label);
   const double flops = 4.0 * double(c.batch * c.hq * c.d) * unmasked_pairs(c);
   if (error) {
     std::printf("{\"system\":\"%s\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,\"qo_len\":%lld,"
                 "\"kv_len\":%lld,\"causal\":%s,\"page_size\":%lld,\"error\":\"%s\"}\n",
-                system, (long long)c.hq, (long long)c.hkv, (long long)c.d, (long long)c.batch,
+                system.c_str(), (long long)c.hq, (long long)c.hkv, (long long)c.d, (long long)c.batch,
                 (long long)c.qo_len, (long long)c.kv_len, c.causal ? "true" : "false",
                 (long long)page_size, error);
   } else {
     std::printf("{\"system\":\"%s\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,\"qo_len\":%lld,"
                 "\"kv_len\":%lld,\"causal\":%s,\"page_size\":%lld,\"flops\":%.0f,\"us\":%.3f,"
                 "\"us_min\":%.3f,\"tflops\":%.2f,\"reps\":%d}\n",
-                system, (long long)c.hq, (long long)c.hkv, (long long)c.d, (long long)c.batch,
+                system.c_str(), (long long)c.hq, (long long)c.hkv, (long long)c.d, (long long)c.batch,
                 (long long)c.qo_len, (long long)c.kv_len, c.causal ? "true" : "false",
                 (long long)page_size, flops, t.median_us, t.min_us, flops / (t.median_us * 1e-6) / 1e12,
                 t.reps);
