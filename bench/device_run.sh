@@ -111,6 +111,16 @@ for stage in $STAGES; do
         >"$OUT/ncu_decode.log" 2>&1
       note "ncu rc=$? $(grep -E 'Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Duration' "$OUT/ncu_decode.log" | tr -s ' ' | tr '\n' ';' | head -c 400)"
       ;;
+    ncu_prefill)
+      # One prefill launch (32/8/128, 1 x 8192, non-causal, ragged) with warp-stall sampling.
+      timeout "${NCU_TIMEOUT:-120}" ncu --clock-control none --kernel-name regex:"${NCU_PREFILL_KERNEL:-hopper}" \
+        --launch-skip "${NCU_SKIP:-3}" --launch-count 1 --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section SchedulerStats \
+        --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SourceCounters \
+        "$BUILD/bench/prefill_bench" ${NCU_PREFILL_ARGS:---heads 32/8/128 --shapes 1x8192 --systems ragged --min-ms 1} \
+        >"$OUT/ncu_prefill.log" 2>&1
+      note "ncu_prefill rc=$? $(grep -E 'Duration|Compute \(SM\) Throughput|Issued Warp' "$OUT/ncu_prefill.log" | tr -s ' ' | tr '\n' ';' | head -c 300)"
+      ;;
     demo)
       timeout 120 "$BUILD/tools/flashpage" demo >"$OUT/demo.log" 2>&1
       note "demo rc=$? $(tail -1 "$OUT/demo.log")"

@@ -105,15 +105,15 @@ struct StreamDecodeBlock {
   }
 
   // The block's item range sits right after the header (one load, no dependency on it);
-  // the items follow the grid + 1 range bounds.
+  // the items follow the grid + 1 range bounds, 16-byte aligned.
   __device__ __forceinline__ void block_items(int& begin, int& end) const {
     const int32_t* block_indptr = a.d.work_ints + Workspace::Impl::kHeaderInts;
     begin = block_indptr[blockIdx.x];
     end = block_indptr[blockIdx.x + 1];
   }
   __device__ __forceinline__ int4 item_at(int w) const {
-    return reinterpret_cast<const int4*>(a.d.work_ints + Workspace::Impl::kHeaderInts +
-                                         gridDim.x + 1)[w];
+    return reinterpret_cast<const int4*>(
+        a.d.work_ints + Workspace::Impl::stream_items_offset(gridDim.x))[w];
   }
 
   // ---- producer (one warp) -------------------------------------------------------------

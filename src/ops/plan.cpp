@@ -82,9 +82,11 @@ void check_plan_args(const Workspace& ws, const PageTable& host_table, const Pag
 Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
              const std::vector<int32_t>& merge_indptr, DecodeKernel kernel = DecodeKernel::cpu,
              const std::vector<int32_t>& block_indptr = {}) {
-  const int64_t n_ints = Workspace::Impl::kHeaderInts +
-                         int64_t(items.size()) * Workspace::Impl::kWorkFields +
-                         int64_t(merge_indptr.size()) + int64_t(block_indptr.size());
+  const int64_t items_offset =
+      block_indptr.empty() ? Workspace::Impl::kHeaderInts
+                           : Workspace::Impl::stream_items_offset(int64_t(block_indptr.size()) - 1);
+  const int64_t n_ints = items_offset + int64_t(items.size()) * Workspace::Impl::kWorkFields +
+                         int64_t(merge_indptr.size());
   check::require(n_ints <= w.ints.numel(), "workspace: the work list needs ", n_ints * 4,
                  " bytes of its integer region, it has ", w.ints.numel() * 4,
                  "; create the Workspace with more bytes");
@@ -95,7 +97,7 @@ Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
   w.host_ints[3] = int32_t(kernel);
   std::copy(block_indptr.begin(), block_indptr.end(),
             w.host_ints.begin() + Workspace::Impl::kHeaderInts);
-  w.items_offset = Workspace::Impl::kHeaderInts + int64_t(block_indptr.size());
+  w.items_offset = items_offset;
   std::copy_n(reinterpret_cast<const int32_t*>(items.data()), items.size() * 4,
               w.host_ints.begin() + w.items_offset);
   w.merge_indptr_offset = w.items_offset + int64_t(items.size()) * 4;

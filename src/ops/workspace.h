@@ -6,7 +6,7 @@
 //   [0] num_work   [1] num_partials   [2] batch_size   [3] reserved
 //   [kHeaderInts ..)              streamed decode plans only: block_indptr, grid + 1 ints
 //                                 (block k runs items [k], [k+1]); first, at a fixed offset,
-//                                 so a block finds its range in one load
+//                                 so a block finds its range in one load; padded to 4 ints
 //   [items_offset ..)             num_work items of kWorkFields ints (see WorkItem)
 //   [merge_indptr_offset ..)      batch_size + 1 ints: row b's partial slots are
 //                                 merge_indptr[b] .. merge_indptr[b+1] (empty: no split)
@@ -33,6 +33,11 @@ static_assert(sizeof(WorkItem) == 16);
 struct Workspace::Impl {
   static constexpr int64_t kHeaderInts = 4;
   static constexpr int64_t kWorkFields = 4;
+  // Where a streamed decode plan's items start: after the header and the block ranges,
+  // padded to 4 ints so the kernels' 16-byte item loads stay aligned.
+  static constexpr int64_t stream_items_offset(int64_t blocks) {
+    return kHeaderInts + (blocks + 1 + 3) / 4 * 4;
+  }
 
   Device device{};
   size_t bytes = 0;
