@@ -58,7 +58,7 @@ for stage in $STAGES; do
       ;;
     sanitize)
       for tool in ${SAN_TOOLS:-memcheck racecheck}; do
-        for t in test_ops test_cuda_graph; do
+        for t in ${SAN_BINS:-test_ops test_cuda_graph}; do
           [ -x "$BUILD/tests/$t" ] || continue
           timeout "${SAN_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/$t" \
             --gtest_filter="${SAN_FILTER:-Decode.CudaFixedCases:Decode.CudaHeadBlocks:AppendGather.Cuda*:PrefillPaged.CudaFixedCases:CudaGraph.*}" \
