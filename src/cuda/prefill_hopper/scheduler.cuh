@@ -61,8 +61,20 @@ template <int kBlockN>
 __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, int64_t v, MTile& t) {
   constexpr int kBlockM = 128;
   const prefill_tc::KernelArgs& k = a.k;
-  const int sub = int(v % a.subtiles);
-  const int64_t rest = v / a.subtiles;
+  // Subtile fastest keeps a query range's M tiles (which read the same K/V) together in time.
+  // With a work list, where a pair's second half of subtiles may be empty (MHA: one M tile
+  // per 128-token pair), subtile slowest instead: with subtile fastest, an even grid stride
+  // would hand every empty subtile to the same half of the blocks.
+  int sub;
+  int64_t rest;
+  if (k.p.work_ints != nullptr) {
+    const int64_t per_subtile = a.num_virtual / a.subtiles;
+    sub = int(v / per_subtile);
+    rest = v - int64_t(sub) * per_subtile;
+  } else {
+    sub = int(v % a.subtiles);
+    rest = v / a.subtiles;
+  }
   t.kv_head = int(rest % k.p.num_kv_heads);
   const int64_t unit = rest / k.p.num_kv_heads;  // query range (no work list) or pair
   int q_begin = 0, q_end = 0, first = 0;
