@@ -185,6 +185,8 @@ TEST(Decode, CudaHeadBlocks) {
   std::vector<int64_t> many(300);
   for (auto& len : many) len = rng.integer(0, 40);
   FP_CASE(run_decode(rng, {many, 16, 32, 8, 128, KvLayout::NHD, DType::bf16}, cuda0()));
+  // Head dims without a tensor-core tile run on the generic kernel (whole rows).
+  FP_CASE(run_decode(rng, {{0, 5, 300}, 16, 8, 2, 96, KvLayout::NHD, DType::bf16}, cuda0()));
   // Window and soft cap on the streamed path.
   FP_CASE(run_decode(rng, {{5000, 70, 0}, 1, 32, 8, 128, KvLayout::NHD, DType::bf16, 700, 20.0f},
                      cuda0(), Workspace::kDefaultBytes));

@@ -239,7 +239,9 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
                   const AttentionParams& params, Tensor& out, const Tensor& lse, void* stream_ptr) {
   const cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   if (plan.batch_size == 0 || plan.num_qo_heads == 0) return;
-  if (q.dtype() == DType::f32) {
+  // The planner recorded which kernel its work list is for (ops/decode_kernel_choice.h).
+  const auto kernel = static_cast<DecodeKernel>(ws.host_ints.size() > 3 ? ws.host_ints[3] : 0);
+  if (q.dtype() == DType::f32 || kernel == DecodeKernel::generic) {
     decode_generic(plan, q, kv, params, out, lse, stream);
     return;
   }
@@ -269,7 +271,6 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
   args.logits_soft_cap = params.logits_soft_cap;
   args.window_left = params.window_left;
 
-  const auto kernel = static_cast<DecodeKernel>(ws.host_ints.size() > 3 ? ws.host_ints[3] : 0);
   if (kernel == DecodeKernel::stream) {
     if (!stream_layout_ok(args)) {  // unaligned views: the generic kernel reads whole rows
       decode_generic(plan, q, kv, params, out, lse, stream);
