@@ -15,6 +15,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/kernel_attributes.h"
 #include "cuda/decode_args.h"
+#include "cuda/decode_warp_attend.cuh"
 #include "cuda/device_types.cuh"
 #include "cuda/ptx.cuh"
 #include "cuda/softmax_state.cuh"
@@ -43,8 +44,7 @@ struct DecodeBlock {
   const int32_t* row_pages;
 
   // Per-thread online softmax of rows (lane / 4) and (lane / 4 + 8), fragment-distributed.
-  float m[2], d[2];
-  float o[kDimTiles][4];
+  DecodeWarpState<T, kHeadDim> st;
 
   __device__ __forceinline__ DecodeBlock(const DecodeArgs& args, uint8_t* smem)
       : a(args), q_smem(smem), kv_smem(smem + Cfg::kQBytes) {
@@ -98,99 +98,18 @@ struct DecodeBlock {
     }
   }
 
-  __device__ __forceinline__ void init_state() {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      m[i] = kNegInf;
-      d[i] = 0.0f;
-    }
-#pragma unroll
-    for (int n = 0; n < kDimTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
-  }
-
-  // Scaled, capped, masked logits in the log2 domain.
-  __device__ __forceinline__ float logit(float s, int token) const {
-    float x;
-    if (a.logits_soft_cap > 0.0f) {
-      x = a.logits_soft_cap * tanhf(s * a.scale / a.logits_soft_cap) * kLog2e;
-    } else {
-      x = s * (a.scale * kLog2e);
-    }
-    return token < hi ? x : kNegInf;
-  }
-
   __device__ __forceinline__ void compute_tile(int tile) {
     const int warp_token0 = lo + tile * Cfg::kTileTokens + warp * Cfg::kTokensPerWarp;
     if (warp_token0 >= hi) return;  // this warp's tokens are all past the end
     const uint8_t* stage = kv_smem + (tile % Cfg::kStages) * Cfg::kStageBytes;
     const uint8_t* k_tile = stage + warp * Cfg::kTokensPerWarp * Cfg::kRowBytes;
     const uint8_t* v_tile = k_tile + Cfg::kTileTokens * Cfg::kRowBytes;
-
-    // S = Q.K^T: two N tiles of 8 tokens. ldmatrix row addresses (see the fragment layouts
-    // of mma.m16n8k16): Q rows lane&15, K tokens (lane&7) + 8*(lane>>4).
-    float s[2][4] = {};
+    // Q from shared memory each K step: ldmatrix rows lane&15, chunk lane>>4.
     const uint32_t q_addr =
         ptx::smem_addr(q_smem + (lane & 15) * Cfg::kRowBytes + (lane >> 4) * Cfg::kVecBytes);
-    const uint32_t k_addr = ptx::smem_addr(k_tile + ((lane & 7) + (lane >> 4) * 8) * Cfg::kRowBytes +
-                                           ((lane >> 3) & 1) * Cfg::kVecBytes);
-#pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
-      uint32_t qa[4], kb[4];
-      ptx::ldmatrix_x4(qa, q_addr + ks * 2 * Cfg::kVecBytes);
-      ptx::ldmatrix_x4(kb, k_addr + ks * 2 * Cfg::kVecBytes);
-      ptx::mma_16816<T>(s[0], qa, kb[0], kb[1]);
-      ptx::mma_16816<T>(s[1], qa, kb[2], kb[3]);
-    }
-
-    // Online softmax: element e of N tile n is row (lane/4 + 8*(e/2)),
-    // token warp_token0 + 8n + 2*(lane%4) + e%2.
-    float tile_max[2] = {kNegInf, kNegInf};
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = logit(s[n][e], warp_token0 + 8 * n + 2 * (lane & 3) + (e & 1));
-        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[n][e]);
-      }
-    float alpha[2], sub[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      // The four lanes of a quad hold one row's 16 tokens.
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-      const float m_new = fmaxf(m[i], tile_max[i]);
-      alpha[i] = softmax_rescale(m[i], m_new);
-      sub[i] = softmax_safe_max(m_new);
-      m[i] = m_new;
-      d[i] *= alpha[i];
-    }
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(s[n][e] - sub[e >> 1]);
-        d[e >> 1] += s[n][e];
-      }
-#pragma unroll
-    for (int n = 0; n < kDimTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e >> 1];
-
-    // P as the A operand: the S accumulators of two N tiles are exactly a 16x16 A fragment.
-    const uint32_t pa[4] = {ptx::pack2<T>(s[0][0], s[0][1]), ptx::pack2<T>(s[0][2], s[0][3]),
-                            ptx::pack2<T>(s[1][0], s[1][1]), ptx::pack2<T>(s[1][2], s[1][3])};
-    // O += P.V: V tokens (lane&7) + 8*((lane>>3)&1), dims 8*(lane>>4), transposed loads.
-    const uint32_t v_addr = ptx::smem_addr(v_tile + ((lane & 7) + ((lane >> 3) & 1) * 8) * Cfg::kRowBytes +
-                                           (lane >> 4) * Cfg::kVecBytes);
-#pragma unroll
-    for (int nd = 0; nd < kDimTiles / 2; ++nd) {
-      uint32_t vb[4];
-      ptx::ldmatrix_x4_trans(vb, v_addr + nd * 2 * Cfg::kVecBytes);
-      ptx::mma_16816<T>(o[2 * nd], pa, vb[0], vb[1]);
-      ptx::mma_16816<T>(o[2 * nd + 1], pa, vb[2], vb[3]);
-    }
+    st.attend16(
+        a, [&](int ks, uint32_t(&qa)[4]) { ptx::ldmatrix_x4(qa, q_addr + ks * 2 * Cfg::kVecBytes); },
+        ptx::smem_addr(k_tile), ptx::smem_addr(v_tile), Cfg::kRowBytes, warp_token0, hi, lane);
   }
 
   // Merges the warps' states and writes the final output or the partial of `slot`.
@@ -199,23 +118,19 @@ struct DecodeBlock {
     float* ep_m = ep_o + Cfg::kWarps * kRows * kHeadDim;
     float* ep_d = ep_m + Cfg::kWarps * kRows;
     const int g = lane >> 2, c = 2 * (lane & 3);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      d[i] += __shfl_xor_sync(0xffffffffu, d[i], 1);
-      d[i] += __shfl_xor_sync(0xffffffffu, d[i], 2);
-    }
+    st.reduce_denominators();
     float* my_o = ep_o + warp * kRows * kHeadDim;
 #pragma unroll
     for (int n = 0; n < kDimTiles; ++n) {
-      *reinterpret_cast<float2*>(my_o + g * kHeadDim + 8 * n + c) = make_float2(o[n][0], o[n][1]);
+      *reinterpret_cast<float2*>(my_o + g * kHeadDim + 8 * n + c) = make_float2(st.o[n][0], st.o[n][1]);
       *reinterpret_cast<float2*>(my_o + (g + 8) * kHeadDim + 8 * n + c) =
-          make_float2(o[n][2], o[n][3]);
+          make_float2(st.o[n][2], st.o[n][3]);
     }
     if ((lane & 3) == 0) {
-      ep_m[warp * kRows + g] = m[0];
-      ep_m[warp * kRows + g + 8] = m[1];
-      ep_d[warp * kRows + g] = d[0];
-      ep_d[warp * kRows + g + 8] = d[1];
+      ep_m[warp * kRows + g] = st.m[0];
+      ep_m[warp * kRows + g + 8] = st.m[1];
+      ep_d[warp * kRows + g] = st.d[0];
+      ep_d[warp * kRows + g + 8] = st.d[1];
     }
     __syncthreads();
     for (int e = int(threadIdx.x); e < heads * kHeadDim; e += Cfg::kThreads) {
@@ -277,7 +192,7 @@ struct DecodeBlock {
       int32_t ids[Cfg::kPasses];
       load_page_ids(Cfg::kStages - 1, ids);
       load_q(qo_head0, heads);  // after the K/V loads are in flight
-      init_state();
+      st.init();
 
       for (int t = 0; t < num_tiles; ++t) {
         ptx::cp_async_wait<Cfg::kStages - 2>();

@@ -22,6 +22,7 @@
 #include "core/check.h"
 #include "cuda/cuda_check.h"
 #include "cuda/decode_args.h"
+#include "cuda/decode_warp_attend.cuh"
 #include "cuda/kernel_attributes.h"
 #include "cuda/device_types.cuh"
 #include "cuda/ptx.cuh"
@@ -228,86 +229,12 @@ struct StreamDecodeBlock {
   }
 
   // ---- consumers ------------------------------------------------------------------------
-  // Per-thread online softmax of rows (lane / 4) and (lane / 4 + 8), fragment-distributed.
-  float m[2], d[2];
-  float o[kDimTiles][4];
+  DecodeWarpState<T, kHeadDim> st;
   uint32_t qa[kKSteps][4];  // the 16 x D query tile as MMA A fragments
-
-  __device__ __forceinline__ float logit(float s, int token, int hi) const {
-    float x;
-    if (a.d.logits_soft_cap > 0.0f) {
-      x = a.d.logits_soft_cap * tanhf(s * a.d.scale / a.d.logits_soft_cap) * kLog2e;
-    } else {
-      x = s * (a.d.scale * kLog2e);
-    }
-    return token < hi ? x : kNegInf;
-  }
-
-  // One 16-token slice starting at token `first` (tokens >= hi are masked): K rows at k_base,
-  // V rows at v_base, this warp's head already applied.
-  __device__ __forceinline__ void compute_slice(uint32_t k_base, uint32_t v_base, int first, int hi) {
-    float s[2][4] = {};
-    const uint32_t k_addr = k_base + uint32_t(((lane & 7) + (lane >> 4) * 8) * row_bytes +
-                                              ((lane >> 3) & 1) * kVecBytes);
-#pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
-      uint32_t kb[4];
-      ptx::ldmatrix_x4(kb, k_addr + ks * 2 * kVecBytes);
-      ptx::mma_16816<T>(s[0], qa[ks], kb[0], kb[1]);
-      ptx::mma_16816<T>(s[1], qa[ks], kb[2], kb[3]);
-    }
-    // Element e of N tile n: row (lane/4 + 8*(e/2)), token first + 8n + 2*(lane%4) + e%2.
-    float tile_max[2] = {kNegInf, kNegInf};
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = logit(s[n][e], first + 8 * n + 2 * (lane & 3) + (e & 1), hi);
-        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[n][e]);
-      }
-    float alpha[2], sub[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-      const float m_new = fmaxf(m[i], tile_max[i]);
-      alpha[i] = softmax_rescale(m[i], m_new);
-      sub[i] = softmax_safe_max(m_new);
-      m[i] = m_new;
-      d[i] *= alpha[i];
-    }
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[n][e] = exp2f(s[n][e] - sub[e >> 1]);
-        d[e >> 1] += s[n][e];
-      }
-#pragma unroll
-    for (int n = 0; n < kDimTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e >> 1];
-    // The S accumulators of two N tiles are exactly a 16x16 A fragment of P.
-    const uint32_t pa[4] = {ptx::pack2<T>(s[0][0], s[0][1]), ptx::pack2<T>(s[0][2], s[0][3]),
-                            ptx::pack2<T>(s[1][0], s[1][1]), ptx::pack2<T>(s[1][2], s[1][3])};
-    const uint32_t v_addr = v_base + uint32_t(((lane & 7) + ((lane >> 3) & 1) * 8) * row_bytes +
-                                              (lane >> 4) * kVecBytes);
-#pragma unroll
-    for (int nd = 0; nd < kDimTiles / 2; ++nd) {
-      uint32_t vb[4];
-      ptx::ldmatrix_x4_trans(vb, v_addr + nd * 2 * kVecBytes);
-      ptx::mma_16816<T>(o[2 * nd], pa, vb[0], vb[1]);
-      ptx::mma_16816<T>(o[2 * nd + 1], pa, vb[2], vb[3]);
-    }
-  }
 
   // Final output (slot < 0) or this warp's partial (slot + token slice) for its head's rows.
   __device__ __forceinline__ void epilogue(const SubUnit& su, int head_local, int slice) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      d[i] += __shfl_xor_sync(0xffffffffu, d[i], 1);
-      d[i] += __shfl_xor_sync(0xffffffffu, d[i], 2);
-    }
+    st.reduce_denominators();
     const int g = lane >> 2, c = 2 * (lane & 3);
     float* partial_lse_base =
         a.d.partial_out + int64_t(a.d.work_ints[1]) * a.d.num_qo_heads * kHeadDim;
@@ -316,15 +243,15 @@ struct StreamDecodeBlock {
       const int r = g + 8 * i;
       if (r >= su.rows) continue;
       const int head = (su.kv_head0 + head_local) * a.d.group_size + su.q_offset + r;
-      const float inv = d[i] > 0.0f ? 1.0f / d[i] : 0.0f;
-      const float lse = softmax_lse(m[i], d[i]);
+      const float inv = st.d[i] > 0.0f ? 1.0f / st.d[i] : 0.0f;
+      const float lse = softmax_lse(st.m[i], st.d[i]);
       if (su.slot < 0) {
         T* out = static_cast<T*>(a.d.out) + int64_t(su.row) * a.d.out_stride_batch +
                  int64_t(head) * a.d.out_stride_head;
 #pragma unroll
         for (int n = 0; n < kDimTiles; ++n)
           *reinterpret_cast<uint32_t*>(out + 8 * n + c) =
-              ptx::pack2<T>(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+              ptx::pack2<T>(st.o[n][2 * i] * inv, st.o[n][2 * i + 1] * inv);
         if (a.d.lse != nullptr && (lane & 3) == 0)
           a.d.lse[int64_t(su.row) * a.d.lse_stride_batch + int64_t(head) * a.d.lse_stride_head] = lse;
       } else {
@@ -333,7 +260,7 @@ struct StreamDecodeBlock {
 #pragma unroll
         for (int n = 0; n < kDimTiles; ++n)
           *reinterpret_cast<float2*>(po + 8 * n + c) =
-              make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+              make_float2(st.o[n][2 * i] * inv, st.o[n][2 * i + 1] * inv);
         if ((lane & 3) == 0) partial_lse_base[at] = lse;
       }
     }
@@ -362,15 +289,7 @@ struct StreamDecodeBlock {
         __syncwarp();
         if (lane == 0) ptx::mbarrier_arrive(q_empty_bar());
         q_phase ^= 1u;
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          m[i] = kNegInf;
-          d[i] = 0.0f;
-        }
-#pragma unroll
-        for (int n = 0; n < kDimTiles; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
+        st.init();
 
         for (int tile_lo = su.lo; tile_lo < su.hi; tile_lo += stage_tokens) {
           ptx::mbarrier_wait(full_bar(stage), phase);
@@ -379,7 +298,13 @@ struct StreamDecodeBlock {
             const uint32_t k_base = stage0 + uint32_t(stage * stage_bytes) +
                                     uint32_t(slice * Tiling::kSliceTokens * row_bytes +
                                              head_local * kHeadBytes);
-            compute_slice(k_base, k_base + uint32_t(stage_tokens * row_bytes), first, su.hi);
+            st.attend16(
+                a.d,
+                [&](int ks, uint32_t(&frag)[4]) {
+#pragma unroll
+                  for (int r = 0; r < 4; ++r) frag[r] = qa[ks][r];
+                },
+                k_base, k_base + uint32_t(stage_tokens * row_bytes), row_bytes, first, su.hi, lane);
           }
           __syncwarp();
           if (lane == 0) ptx::mbarrier_arrive(empty_bar(stage));

@@ -1,0 +1,125 @@
+#pragma once
+// The per-warp math of both tensor-core decode kernels (decode_kernel.cuh, the sm_80+ split
+// kernel, and decode_stream_kernel.cuh, the sm_90 streamed one), on 16 K/V tokens that sit in
+// shared memory as rows of `row_bytes` (one 16-byte-padded row per token):
+//   S[16 query heads x 16 tokens] = Q.K^T   (m16n8k16 MMAs, f32)
+//   online softmax per head row (log2 domain, exp2f)
+//   O[16 heads x D] += P.V                  (P rounded to T, f32 accumulators)
+// Each thread holds rows (lane / 4) and (lane / 4 + 8) of the state, fragment-distributed.
+#include <cstdint>
+
+#include "cuda/decode_args.h"
+#include "cuda/ptx.cuh"
+#include "cuda/softmax_state.cuh"
+
+namespace flashpage::cuda {
+
+template <class T, int kHeadDim>
+struct DecodeWarpState {
+  static constexpr int kKSteps = kHeadDim / 16;   // MMA K steps of Q.K^T
+  static constexpr int kDimTiles = kHeadDim / 8;  // MMA N tiles of O
+  static constexpr int kVecBytes = 16;
+
+  float m[2], d[2];
+  float o[kDimTiles][4];
+
+  __device__ __forceinline__ void init() {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      m[i] = kNegInf;
+      d[i] = 0.0f;
+    }
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
+  }
+
+  // Scaled, capped, masked logit in the log2 domain.
+  static __device__ __forceinline__ float logit(const DecodeArgs& a, float s, int token, int hi) {
+    float x;
+    if (a.logits_soft_cap > 0.0f) {
+      x = a.logits_soft_cap * tanhf(s * a.scale / a.logits_soft_cap) * kLog2e;
+    } else {
+      x = s * (a.scale * kLog2e);
+    }
+    return token < hi ? x : kNegInf;
+  }
+
+  // Folds tokens first .. first + 15 (those >= hi masked) into the state. k_base / v_base:
+  // shared addresses of the first token's K / V row at this warp's head; q_fragment(ks, qa)
+  // yields the 16x16 A fragment of Q for K step ks (from registers or by ldmatrix).
+  template <class QFragment>
+  __device__ __forceinline__ void attend16(const DecodeArgs& a, QFragment&& q_fragment,
+                                           uint32_t k_base, uint32_t v_base, int row_bytes,
+                                           int first, int hi, int lane) {
+    // S = Q.K^T: two N tiles of 8 tokens; ldmatrix rows: K tokens (lane&7) + 8*(lane>>4).
+    float s[2][4] = {};
+    const uint32_t k_addr = k_base + uint32_t(((lane & 7) + (lane >> 4) * 8) * row_bytes +
+                                              ((lane >> 3) & 1) * kVecBytes);
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      uint32_t qa[4], kb[4];
+      q_fragment(ks, qa);
+      ptx::ldmatrix_x4(kb, k_addr + ks * 2 * kVecBytes);
+      ptx::mma_16816<T>(s[0], qa, kb[0], kb[1]);
+      ptx::mma_16816<T>(s[1], qa, kb[2], kb[3]);
+    }
+    // Element e of N tile n: row (lane/4 + 8*(e/2)), token first + 8n + 2*(lane%4) + e%2.
+    float tile_max[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = logit(a, s[n][e], first + 8 * n + 2 * (lane & 3) + (e & 1), hi);
+        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[n][e]);
+      }
+    float alpha[2], sub[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      // The four lanes of a quad hold one row's 16 tokens.
+      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+      const float m_new = fmaxf(m[i], tile_max[i]);
+      alpha[i] = softmax_rescale(m[i], m_new);
+      sub[i] = softmax_safe_max(m_new);
+      m[i] = m_new;
+      d[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[n][e] = exp2f(s[n][e] - sub[e >> 1]);
+        d[e >> 1] += s[n][e];
+      }
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] *= alpha[e >> 1];
+    // P as the A operand: the S accumulators of two N tiles are exactly a 16x16 A fragment.
+    const uint32_t pa[4] = {ptx::pack2<T>(s[0][0], s[0][1]), ptx::pack2<T>(s[0][2], s[0][3]),
+                            ptx::pack2<T>(s[1][0], s[1][1]), ptx::pack2<T>(s[1][2], s[1][3])};
+    // O += P.V: V tokens (lane&7) + 8*((lane>>3)&1), dims 8*(lane>>4), transposed loads.
+    const uint32_t v_addr = v_base + uint32_t(((lane & 7) + ((lane >> 3) & 1) * 8) * row_bytes +
+                                              (lane >> 4) * kVecBytes);
+#pragma unroll
+    for (int nd = 0; nd < kDimTiles / 2; ++nd) {
+      uint32_t vb[4];
+      ptx::ldmatrix_x4_trans(vb, v_addr + nd * 2 * kVecBytes);
+      ptx::mma_16816<T>(o[2 * nd], pa, vb[0], vb[1]);
+      ptx::mma_16816<T>(o[2 * nd + 1], pa, vb[2], vb[3]);
+    }
+  }
+
+  // Sums each row's denominator over its quad (call once, before reading the state out).
+  __device__ __forceinline__ void reduce_denominators() {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      d[i] += __shfl_xor_sync(0xffffffffu, d[i], 1);
+      d[i] += __shfl_xor_sync(0xffffffffu, d[i], 2);
+    }
+  }
+};
+
+}  // namespace flashpage::cuda
