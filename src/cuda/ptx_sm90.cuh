@@ -51,7 +51,9 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t
 
 // Spins until the phase of parity `parity` has completed (acquire: the data it guarded is
 // visible afterwards). A fresh barrier counts its (virtual) phase of parity 1 as complete,
-// so a producer's first wait on an "empty" barrier with parity 1 passes at once.
+// so a producer's first wait on an "empty" barrier with parity 1 passes at once. The lanes
+// of a warp read the same barrier word and leave together; the __syncwarp makes that
+// reconvergence explicit before the .sync.aligned instructions (wgmma, bar) that follow.
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 #ifdef FLASHPAGE_SM90_PTX
   uint32_t done = 0;
@@ -67,6 +69,7 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
         : "memory");
   } while (!done);
 #endif
+  __syncwarp();
 }
 
 // Bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to

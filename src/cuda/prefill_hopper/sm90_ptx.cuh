@@ -9,6 +9,8 @@
 // similarly named helpers for other kernels.
 #include <cstdint>
 
+#include "cuda/ptx_sm90.cuh"
+
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FP_HOPPER_DEVICE 1
 #endif
@@ -19,64 +21,12 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return uint32_t(__cvta_generic_to_shared(p));
 }
 
-// ---- mbarriers (64-bit objects in shared memory) ----------------------------------------
-
-__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t arrivals) {
-#if defined(FP_HOPPER_DEVICE)
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
-#endif
-}
-
-// Publishes mbarrier.init to the other proxies; a __syncthreads() then publishes it to the
-// other threads of the block.
-__device__ __forceinline__ void fence_barrier_init() {
-#if defined(FP_HOPPER_DEVICE)
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#endif
-}
-
-// One arrival; .release.cta by default, so this thread's earlier shared-memory reads (and
-// completed wgmma reads, after wgmma.wait_group) are ordered before the phase completes.
-__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
-#if defined(FP_HOPPER_DEVICE)
-  asm volatile(
-      "{\n"
-      ".reg .b64 state;\n"
-      "mbarrier.arrive.shared::cta.b64 state, [%0];\n"
-      "}\n" ::"r"(bar)
-      : "memory");
-#endif
-}
-
-// True once the phase with this parity has completed (.acquire.cta by default: the writes
-// that completed it are visible afterwards). On a fresh barrier (phase 0 in progress) parity
-// 1 names the "preceding" phase and passes at once: producers start waiting on the empty
-// barriers with parity 1.
-__device__ __forceinline__ bool mbarrier_try_wait(uint32_t bar, uint32_t parity) {
-#if defined(FP_HOPPER_DEVICE)
-  uint32_t done;
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.b32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-#else
-  return true;
-#endif
-}
-
-// The lanes of a warp read the same barrier word, so they leave the loop together; the
-// __syncwarp makes that reconvergence explicit before the .sync.aligned wgmma/bar that follow.
-__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
-  while (!mbarrier_try_wait(bar, parity)) {
-  }
-  __syncwarp();
-}
+// ---- mbarriers: the project's sm_90 wrappers (src/cuda/ptx_sm90.cuh), shared with the
+// streamed decode kernel ---------------------------------------------------------------------
+using ptx::fence_barrier_init;
+using ptx::mbarrier_arrive;
+using ptx::mbarrier_init;
+using ptx::mbarrier_wait;
 
 // ---- cp.async into shared memory ---------------------------------------------------------
 
