@@ -76,7 +76,11 @@ void run_case(const Heads& h, const Shape2& shape, int64_t page_size, int reps_w
   // CSR table over shuffled page ids.
   std::vector<int32_t> ids(static_cast<size_t>(num_pages));
   std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), std::mt19937_64(kLengthSeed + uint64_t(page_size)));
+  // FLASHPAGE_BENCH_PAGE_ORDER=sequential keeps page ids in order (an experiment: how much
+  // the scattered pages themselves cost).
+  const char* order = std::getenv("FLASHPAGE_BENCH_PAGE_ORDER");
+  if (order == nullptr || std::string(order) != "sequential")
+    std::shuffle(ids.begin(), ids.end(), std::mt19937_64(kLengthSeed + uint64_t(page_size)));
   PageTable host;
   host.indptr = Tensor::empty({shape.batch + 1}, DType::i32);
   host.indices = Tensor::from_blob(ids.data(), {num_pages}, DType::i32).clone();

@@ -182,16 +182,20 @@ void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, in
 
 // Experiment knobs, read once (bench/NOTES.md records what they showed):
 // FLASHPAGE_DECODE_STAGES=N caps the streamed kernel's ring depth (>= 2),
-// FLASHPAGE_DECODE_L2_HINT=0 drops its L2 evict-first hint on K/V copies.
+// FLASHPAGE_DECODE_L2_HINT=0 drops its L2 evict-first hint on K/V copies,
+// FLASHPAGE_DECODE_ABLATE=bits leaves stages out to time the rest (StreamDecodeArgs::ablate;
+// the results are wrong: benchmarks only).
 struct StreamKnobs {
   int max_stages = 0;  // 0: as many as fit
   bool l2_hint = true;
+  int ablate = 0;
 };
 const StreamKnobs& stream_knobs() {
   static const StreamKnobs knobs = [] {
     StreamKnobs k;
     if (const char* v = std::getenv("FLASHPAGE_DECODE_STAGES")) k.max_stages = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_DECODE_L2_HINT")) k.l2_hint = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_ABLATE")) k.ablate = std::atoi(v);
     return k;
   }();
   return knobs;
@@ -288,6 +292,7 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
                     StreamDecodeTiling::query_bytes(heads, d, args.group_size) +
                     sa.stages * StreamDecodeTiling::stage_bytes(heads, d);
     sa.l2_evict_first = stream_knobs().l2_hint;
+    sa.ablate = stream_knobs().ablate;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;
     if (q.dtype() == DType::bf16)
       dispatch_stream_head_dim<__nv_bfloat16>(sa, plan.head_dim, int(plan.grid), stream);
@@ -306,7 +311,7 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
       check::fail("batch_decode: dtype ", dtype_name(q.dtype()), " is not supported on CUDA");
   }
   // A graph captured now may replay a later plan that splits rows: always merge then.
-  if (plan.num_partials > 0 || is_capturing(stream)) {
+  if ((plan.num_partials > 0 || is_capturing(stream)) && (stream_knobs().ablate & 2) == 0) {
     const bool programmatic = kernel == DecodeKernel::stream;
     // The longest split in the plan sizes the thread groups; a replayed graph whose later
     // plan splits more is still correct (the threads loop), only slower.

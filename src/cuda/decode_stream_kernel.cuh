@@ -294,7 +294,7 @@ struct StreamDecodeBlock {
         for (int tile_lo = su.lo; tile_lo < su.hi; tile_lo += stage_tokens) {
           ptx::mbarrier_wait(full_bar(stage), phase);
           const int first = tile_lo + slice * Tiling::kSliceTokens;
-          if (first < su.hi) {
+          if (first < su.hi && (a.ablate & 1) == 0) {
             const uint32_t k_base = stage0 + uint32_t(stage * stage_bytes) +
                                     uint32_t(slice * Tiling::kSliceTokens * row_bytes +
                                              head_local * kHeadBytes);

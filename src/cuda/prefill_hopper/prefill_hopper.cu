@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 
 #include "cuda/cuda_check.h"
 #include "cuda/prefill_hopper/launch.h"
@@ -100,6 +101,12 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   static_assert(kBlockM == prefill_hopper::TileConfig<64>::kBlockM);
 
   HopperArgs a;
+  // FLASHPAGE_PREFILL_ABLATE=bits: timing experiments (HopperArgs::ablate), read once.
+  static const int ablate = [] {
+    const char* v = std::getenv("FLASHPAGE_PREFILL_ABLATE");
+    return v != nullptr ? std::atoi(v) : 0;
+  }();
+  a.ablate = ablate;
   prefill_tc::KernelArgs& k = a.k;
   k.p = p;
   k.paged = p.page_indices != nullptr;

@@ -125,9 +125,13 @@ struct Producer {
     ring.wait_empty(s.k_empty);
     const int64_t off = src.offset(k.p.k_stride_unit, k.p.k_stride_token,
                                    int64_t(t.kv_head) * k.p.k_stride_head);
-    copy_warp_rows<T, kHeadDim>(s.k_tile(ring.stage), kBlockN, warp * 32, off,
-                                static_cast<const T*>(k.p.k), lane);
-    signal_full(ring.bar(s.k_full));
+    if (a.ablate & 2) {
+      sm90::mbarrier_arrive(ring.bar(s.k_full));
+    } else {
+      copy_warp_rows<T, kHeadDim>(s.k_tile(ring.stage), kBlockN, warp * 32, off,
+                                  static_cast<const T*>(k.p.k), lane);
+      signal_full(ring.bar(s.k_full));
+    }
     ring.advance();
   }
 
@@ -137,9 +141,13 @@ struct Producer {
     ring.wait_empty(s.v_empty);
     const int64_t off = src.offset(k.p.v_stride_unit, k.p.v_stride_token,
                                    int64_t(t.kv_head) * k.p.v_stride_head);
-    copy_warp_rows<T, kHeadDim>(s.v_tile(ring.stage), kBlockN, warp * 32, off,
-                                static_cast<const T*>(k.p.v), lane);
-    signal_full(ring.bar(s.v_full));
+    if (a.ablate & 2) {
+      sm90::mbarrier_arrive(ring.bar(s.v_full));
+    } else {
+      copy_warp_rows<T, kHeadDim>(s.v_tile(ring.stage), kBlockN, warp * 32, off,
+                                  static_cast<const T*>(k.p.v), lane);
+      signal_full(ring.bar(s.v_full));
+    }
     ring.advance();
   }
 

@@ -40,6 +40,9 @@ struct HopperArgs {
   int subtiles = 1;         // virtual tiles per query range (no work list) or per pair
   int item_subtiles = 1;    // work list: M tiles one item needs, ceil(work_tile_tokens*group/128)
   int tiles_per_row = 0;    // no work list: 128-token ranges per batch row
+  // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
+  // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual).
+  int ablate = 0;
 };
 
 // What one M tile is, with its key range and K/V tiles [n_begin, n_end) (tile n covers keys
