@@ -111,6 +111,13 @@ for stage in $STAGES; do
         >"$OUT/ncu_decode.log" 2>&1
       note "ncu rc=$? $(grep -E 'Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Duration' "$OUT/ncu_decode.log" | tr -s ' ' | tr '\n' ';' | head -c 400)"
       ;;
+    ncu_torch)
+      # PyTorch's decode kernels on the same shape as the ncu stage: the yardstick's counters.
+      timeout "${NCU_TIMEOUT:-120}" ncu --clock-control none --launch-skip 4 --launch-count 2 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+        python3 bench/torch_sdpa_decode.py ${NCU_TORCH_ARGS:-} >"$OUT/ncu_torch.log" 2>&1
+      note "ncu_torch rc=$? $(grep -E 'Memory Throughput|L2 Cache Throughput|Duration' "$OUT/ncu_torch.log" | tr -s ' ' | tr '\n' ';' | head -c 400)"
+      ;;
     ncu_prefill)
       # One prefill launch (32/8/128, 1 x 8192, non-causal, ragged) with warp-stall sampling.
       timeout "${NCU_TIMEOUT:-120}" ncu --clock-control none --kernel-name regex:"${NCU_PREFILL_KERNEL:-hopper}" \

@@ -197,7 +197,8 @@ struct Consumer {
 
   struct Rings {
     Ring<1> q;
-    Ring<Cfg::kStages> k, v;
+    Ring<Cfg::kKStages> k;
+    Ring<Cfg::kVStages> v;
   };
 
   __device__ __forceinline__ void run() const {

@@ -56,9 +56,9 @@ struct SmemPlan {
     q_full = b + Cfg::kBarrierOffset;
     q_empty = q_full + kBarrierBytes;
     k_full = q_empty + kBarrierBytes;
-    k_empty = k_full + kBarrierBytes * Cfg::kStages;
-    v_full = k_empty + kBarrierBytes * Cfg::kStages;
-    v_empty = v_full + kBarrierBytes * Cfg::kStages;
+    k_empty = k_full + kBarrierBytes * Cfg::kKStages;
+    v_full = k_empty + kBarrierBytes * Cfg::kKStages;
+    v_empty = v_full + kBarrierBytes * Cfg::kVStages;
   }
   __device__ __forceinline__ uint32_t k_tile(int stage) const { return k + stage * Cfg::kKvBytes; }
   __device__ __forceinline__ uint32_t v_tile(int stage) const { return v + stage * Cfg::kKvBytes; }
@@ -68,9 +68,11 @@ struct SmemPlan {
   __device__ __forceinline__ void init_barriers() const {
     sm90::mbarrier_init(q_full, kProducerThreads);
     sm90::mbarrier_init(q_empty, kConsumerThreads);
-    for (int i = 0; i < Cfg::kStages; ++i) {
+    for (int i = 0; i < Cfg::kKStages; ++i) {
       sm90::mbarrier_init(k_full + kBarrierBytes * i, kProducerThreads);
       sm90::mbarrier_init(k_empty + kBarrierBytes * i, kConsumerThreads);
+    }
+    for (int i = 0; i < Cfg::kVStages; ++i) {
       sm90::mbarrier_init(v_full + kBarrierBytes * i, kProducerThreads);
       sm90::mbarrier_init(v_empty + kBarrierBytes * i, kConsumerThreads);
     }

@@ -120,7 +120,7 @@ struct Producer {
   }
 
   __device__ __forceinline__ void load_k(const MTile& t, const KvRowSource& src,
-                                 Ring<Cfg::kStages>& ring) const {
+                                 Ring<Cfg::kKStages>& ring) const {
     const prefill_tc::KernelArgs& k = a.k;
     ring.wait_empty(s.k_empty);
     const int64_t off = src.offset(k.p.k_stride_unit, k.p.k_stride_token,
@@ -136,7 +136,7 @@ struct Producer {
   }
 
   __device__ __forceinline__ void load_v(const MTile& t, const KvRowSource& src,
-                                 Ring<Cfg::kStages>& ring) const {
+                                 Ring<Cfg::kVStages>& ring) const {
     const prefill_tc::KernelArgs& k = a.k;
     ring.wait_empty(s.v_empty);
     const int64_t off = src.offset(k.p.v_stride_unit, k.p.v_stride_token,
@@ -153,10 +153,12 @@ struct Producer {
 
   // The whole schedule of this block. K/V tiles go last to first (the consumers' order: the
   // partial and diagonal tiles come first), V one tile behind K: the consumers issue
-  // S = Q K_n^T before O += P V_{n+1}.
+  // S = Q K_n^T before O += P V_{n+1}. V_{n+1} is issued before K_n: its stage (one more
+  // than K has) frees earlier than K_n's, so it never waits behind K's empty barrier.
   __device__ __forceinline__ void run() const {
     Ring<1> q_ring;
-    Ring<Cfg::kStages> k_ring, v_ring;
+    Ring<Cfg::kKStages> k_ring;
+    Ring<Cfg::kVStages> v_ring;
     for (int64_t vt = blockIdx.x; vt < a.num_virtual; vt += gridDim.x) {
       MTile t;
       if (!resolve_m_tile<kBlockN>(a, vt, t) || t.n_end <= t.n_begin) continue;
@@ -173,8 +175,8 @@ struct Producer {
         const KvRowSource prev = cur;
         cur = next;
         if (n > t.n_begin) next = lookup(t, n - 1);
-        load_k(t, cur, k_ring);
         load_v(t, prev, v_ring);
+        load_k(t, cur, k_ring);
       }
       load_v(t, cur, v_ring);
     }

@@ -31,7 +31,11 @@ struct TileConfig {
   static_assert(kHeadDim == 64 || kHeadDim == 128, "Hopper prefill: head_dim 64 or 128");
   static constexpr int kBlockM = 128;  // query rows of an M tile: two consumer warpgroups x 64
   static constexpr int kBlockN = 128;  // keys of a K/V tile (wgmma N of S = Q K^T)
-  static constexpr int kStages = 2;    // K and V tiles in flight, each in its own ring
+  // Ring depths. V gets one stage more than K where shared memory allows: a V stage frees
+  // only when P V of its tile completes, half an iteration after K's S GEMM does, and with two
+  // V stages the consumers waited on V (ncu stall sampling, bench/NOTES.md).
+  static constexpr int kKStages = kHeadDim == 64 ? 3 : 2;
+  static constexpr int kVStages = kHeadDim == 64 ? 4 : 3;
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);  // + the load warpgroup
   static constexpr int kWarpgroupRows = 64;  // wgmma M
@@ -53,10 +57,10 @@ struct TileConfig {
   // swizzle atoms, so every tile and every column block starts 1024-aligned).
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQBytes;
-  static constexpr int kVOffset = kKOffset + kStages * kKvBytes;
-  static constexpr int kOOffset = kVOffset + kStages * kKvBytes;
+  static constexpr int kVOffset = kKOffset + kKStages * kKvBytes;
+  static constexpr int kOOffset = kVOffset + kVStages * kKvBytes;
   static constexpr int kBarrierOffset = kOOffset + kOBytes;
-  static constexpr int kNumBarriers = 2 + 4 * kStages;  // Q full/empty, K and V full/empty
+  static constexpr int kNumBarriers = 2 + 2 * (kKStages + kVStages);  // Q, K, V full/empty
   static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8;
   // The dynamic shared-memory base is only 16-byte aligned by contract: ask for one atom more
   // and round up at run time.
