@@ -2,13 +2,21 @@
 """Prefill side by side on one GPU, in one run: flashpage (from prefill_bench's JSON lines)
 against PyTorch's scaled_dot_product_attention on contiguous bf16 tensors (its own choice of
 backend; enable_gqa for GQA; bottom-right causal for S < L through an explicit bool mask),
-plus a bf16 8192^3 matrix product as the tensor-core ceiling. Writes <date>-prefill-h200.md,
-.json and .png under --out, and prefill_table.txt."""
+FlashInfer's batch prefill wrappers (fa2 and fa3 backends, ragged K/V and shuffled pages of
+16 tokens, NHD; its causal mask is bottom-right like flashpage's), plus a bf16 8192^3 matrix
+product as the tensor-core ceiling. Writes <date>-prefill-h200.md, .json and .png under
+--out, and prefill_table.txt."""
 import argparse
 import datetime
 import json
 import os
 import subprocess
+
+FI_WORKSPACE_BYTES = 256 << 20
+FI_PAGE = 16
+# system -> (backend, page size; 0 = ragged K/V)
+FI_SYSTEMS = {"flashinfer_fa2_ragged": ("fa2", 0), "flashinfer_fa3_ragged": ("fa3", 0),
+              "flashinfer_fa2_paged16": ("fa2", FI_PAGE), "flashinfer_fa3_paged16": ("fa3", FI_PAGE)}
 
 
 def median_us(fn, reps):
@@ -47,6 +55,39 @@ def torch_sdpa_us(c):
     return median_us(fn, reps)
 
 
+def flashinfer_us(fi, c, backend, page):
+    """One FlashInfer case: plan once (it JIT-loads the module there), then time run() alone,
+    with the same warm-up, median and repetition count as the torch rows."""
+    import torch
+    dev, bf16 = "cuda", torch.bfloat16
+    b, s, l, hq, hkv, d = c["batch"], c["qo_len"], c["kv_len"], c["hq"], c["hkv"], c["d"]
+    q = torch.randn(b * s, hq, d, device=dev, dtype=bf16)
+    qo_indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * s
+    ws = torch.empty(FI_WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
+    if page == 0:
+        k = torch.randn(b * l, hkv, d, device=dev, dtype=bf16)
+        v = torch.randn_like(k)
+        kv_indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * l
+        w = fi.BatchPrefillWithRaggedKVCacheWrapper(ws, "NHD", backend=backend)
+        w.plan(qo_indptr, kv_indptr, hq, hkv, d, causal=c["causal"], q_data_type=bf16, kv_data_type=bf16)
+        fn = lambda: w.run(q, k, v)
+    else:
+        # Shuffled page ids as in prefill_bench (a different permutation of the same kind).
+        per_row = (l + page - 1) // page
+        ids = torch.randperm(b * per_row, generator=torch.Generator().manual_seed(99)).to(dev, torch.int32)
+        indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * per_row
+        last = torch.full((b,), l - (per_row - 1) * page, dtype=torch.int32, device=dev)
+        # Two separate [pages, page, Hkv, D] tensors, as flashpage's k_pages/v_pages.
+        kp = torch.randn(b * per_row, page, hkv, d, device=dev, dtype=bf16)
+        vp = torch.randn_like(kp)
+        w = fi.BatchPrefillWithPagedKVCacheWrapper(ws, "NHD", backend=backend)
+        w.plan(qo_indptr, indptr, ids, last, hq, hkv, d, page, causal=c["causal"],
+               q_data_type=bf16, kv_data_type=bf16)
+        fn = lambda: w.run(q, (kp, vp))
+    reps = max(10, min(200, int(0.2 / max(c["flops"] / 400e12, 1e-6))))
+    return median_us(fn, reps)
+
+
 def matmul_tflops():
     import torch
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
@@ -60,6 +101,7 @@ def main():
     ap.add_argument("--flashpage", required=True)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     ap.add_argument("--date", default=datetime.date.today().isoformat())
+    ap.add_argument("--no-flashinfer", action="store_true", help="skip the FlashInfer rows")
     args = ap.parse_args()
     rows = [json.loads(l) for l in open(args.flashpage) if l.strip().startswith("{")]
     key = lambda r: (r["hq"], r["hkv"], r["d"], r["batch"], r["qo_len"], r["kv_len"], r["causal"])
@@ -80,21 +122,25 @@ def main():
             torch.cuda.empty_cache()
     except Exception as e:  # noqa: BLE001
         gpu, ceiling, error = "unknown", float("nan"), repr(e)[:300]
+    fi_rows, fi_error, fi_version = run_flashinfer(args, rows, key)
     commit = os.environ.get("FLASHPAGE_COMMIT", "")
     if not commit:
         try:
             commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         except Exception:  # noqa: BLE001
             commit = "unknown"
-    allrows = rows + list(torch_rows.values())
+    allrows = rows + list(torch_rows.values()) + fi_rows
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, f"{args.date}-prefill-h200")
     json.dump({"date": args.date, "gpu": gpu, "commit": commit, "matmul_bf16_8192_tflops": ceiling,
-               "torch_error": error, "rows": allrows}, open(base + ".json", "w"), indent=1)
+               "torch_error": error, "flashinfer": fi_version, "flashinfer_error": fi_error,
+               "rows": allrows}, open(base + ".json", "w"), indent=1)
+    fi_note = (f"FlashInfer: {fi_error}." if fi_error else
+               f"FlashInfer {fi_version}: fa2/fa3 batch prefill wrappers, ragged and paged16 (NHD, shuffled pages).")
     lines = [f"# Prefill on {gpu}, {args.date}, commit {commit}", "",
              f"bf16. Ceiling: an 8192^3 bf16 matrix product ran at {ceiling:.0f} TFLOP/s in the same run. "
              "TFLOP/s = 4*B*Hq*D*(unmasked query-key pairs)/median time; causal is bottom-right "
-             "(S = L: the same as top-left). FlashInfer: not run (see the decode results for why).", "",
+             "(S = L: the same as top-left). " + fi_note, "",
              "| Hq/Hkv/D | B | S | L | causal | system | page | µs | TFLOP/s | vs torch |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(allrows, key=lambda r: (key(r), r["system"], r.get("page_size", 0))):
@@ -129,6 +175,36 @@ def main():
     except Exception as e:  # noqa: BLE001
         print("plot failed:", e)
     print("\n".join(lines))
+
+
+def run_flashinfer(args, rows, key):
+    """FlashInfer rows for every shape flashpage ran; each case's error is recorded in its row
+    so that one failing backend or head size does not stop the others."""
+    if args.no_flashinfer:
+        return [], "skipped (--no-flashinfer)", ""
+    try:
+        import torch
+        import flashinfer
+    except Exception as e:  # noqa: BLE001 - recorded in the results
+        return [], f"import flashinfer failed: {e!r}"[:300], ""
+    version = getattr(flashinfer, "__version__", "unknown")
+    out, seen = [], set()
+    for r in rows:
+        if key(r) in seen or "flops" not in r:
+            continue
+        seen.add(key(r))
+        base = {f: r[f] for f in ("hq", "hkv", "d", "batch", "qo_len", "kv_len", "causal", "flops")}
+        for system, (backend, page) in FI_SYSTEMS.items():
+            row = dict(base, system=system, page_size=page)
+            try:
+                us = flashinfer_us(flashinfer, r, backend, page)
+                row.update(us=us, tflops=r["flops"] / (us * 1e-6) / 1e12)
+            except Exception as e:  # noqa: BLE001 - recorded in the results
+                row["error"] = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+            out.append(row)
+            print(json.dumps(row), flush=True)
+            torch.cuda.empty_cache()
+    return out, "", version
 
 
 if __name__ == "__main__":
