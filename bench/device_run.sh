@@ -124,16 +124,16 @@ for stage in $STAGES; do
         --launch-skip "${NCU_SKIP:-3}" --launch-count 1 --section SpeedOfLight --section Occupancy \
         --section LaunchStats --section WarpStateStats --section SchedulerStats \
         --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SourceCounters \
-        --import-source no -o "$OUT/ncu_prefill" \
+        --import-source no -o "$OUT/ncu_prefill${NCU_TAG:-}" \
         "$BUILD/bench/prefill_bench" ${NCU_PREFILL_ARGS:---heads 32/8/128 --shapes 1x8192 --systems ragged --min-ms 1} \
-        >"$OUT/ncu_prefill_run.log" 2>&1
-      note "ncu_prefill rc=$?"
+        >"$OUT/ncu_prefill${NCU_TAG:-}_run.log" 2>&1
+      note "ncu_prefill${NCU_TAG:-} rc=$?"
       # The details page, then the per-SASS-instruction page (stall samples by instruction).
-      ncu -i "$OUT/ncu_prefill.ncu-rep" --page details >"$OUT/ncu_prefill.log" 2>&1
-      ncu -i "$OUT/ncu_prefill.ncu-rep" --page source --print-source sass --csv >"$OUT/ncu_prefill_sass.csv" 2>&1
-      gzip -f "$OUT/ncu_prefill_sass.csv" && mv "$OUT/ncu_prefill_sass.csv.gz" "$OUT/ncu_prefill_sass.csv.gz.log"
-      rm -f "$OUT/ncu_prefill.ncu-rep"
-      note "ncu_prefill: $(grep -E 'Duration|Compute \(SM\) Throughput|Issued Warp' "$OUT/ncu_prefill.log" | tr -s ' ' | tr '\n' ';' | head -c 300)"
+      ncu -i "$OUT/ncu_prefill${NCU_TAG:-}.ncu-rep" --page details >"$OUT/ncu_prefill${NCU_TAG:-}.log" 2>&1
+      ncu -i "$OUT/ncu_prefill${NCU_TAG:-}.ncu-rep" --page source --print-source sass --csv >"$OUT/ncu_prefill${NCU_TAG:-}_sass.csv" 2>&1
+      gzip -f "$OUT/ncu_prefill${NCU_TAG:-}_sass.csv" && mv "$OUT/ncu_prefill${NCU_TAG:-}_sass.csv.gz" "$OUT/ncu_prefill${NCU_TAG:-}_sass.csv.gz.log"
+      rm -f "$OUT/ncu_prefill${NCU_TAG:-}.ncu-rep"
+      note "ncu_prefill${NCU_TAG:-}: $(grep -E 'Duration|Compute \(SM\) Throughput|Issued Warp' "$OUT/ncu_prefill${NCU_TAG:-}.log" | tr -s ' ' | tr '\n' ';' | head -c 300)"
       ;;
     demo)
       timeout 120 "$BUILD/tools/flashpage" demo >"$OUT/demo.log" 2>&1
@@ -142,7 +142,7 @@ for stage in $STAGES; do
   esac
 done
 # Only a few files come back from the device: logs travel as one archive.
-(cd "$OUT" && tar czf logs.tar.gz --remove-files *.log *.jsonl *.err *.csv *_table.txt failures.txt 2>/dev/null)
+(cd "$OUT" && tar czf "${ARCHIVE:-logs}.tar.gz" --remove-files *.log *.jsonl *.err *.csv *_table.txt failures.txt 2>/dev/null)
 echo "==== summary"
 cat "$summary"
 tar xzf "$OUT/logs.tar.gz" -O decode_table.txt prefill_table.txt 2>/dev/null

@@ -1,6 +1,6 @@
 // Prefill throughput on the GPU: one JSON object per line on stdout.
 //   prefill_bench [--heads 32/8/128,...] [--shapes 1x8192,...] [--cache 16x512+4096]
-//                 [--systems ragged,paged16,paged1] [--min-ms T]
+//                 [--systems ragged,paged16,paged1] [--min-ms T] [--causal no|yes|both]
 // For every (heads, B x S, causal) it times flashpage's ragged prefill over contiguous K/V
 // (the vision-tower path) and its paged prefill reading K/V from shuffled pages of 16 and
 // of 1 token. The cache case B x S+C runs S new tokens per row over C cached ones (paged and
@@ -131,6 +131,7 @@ int main(int argc, char** argv) {
   std::string cache_arg = "16x512+4096";
   std::string systems_arg = "ragged,paged16,paged1";
   double min_ms = 100.0;
+  std::string causal_arg = "both";  // no | yes | both (one kind alone: profiling runs)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -139,9 +140,10 @@ int main(int argc, char** argv) {
     else if (a == "--cache" && has_value) cache_arg = argv[++i];
     else if (a == "--systems" && has_value) systems_arg = argv[++i];
     else if (a == "--min-ms" && has_value) min_ms = std::atof(argv[++i]);
+    else if (a == "--causal" && has_value) causal_arg = argv[++i];
     else {
       std::fprintf(stderr, "usage: prefill_bench [--heads Hq/Hkv/D,...] [--shapes BxS,...] "
-                           "[--cache BxS+C,...] [--systems ragged,paged16,paged1] [--min-ms T]\n");
+                           "[--cache BxS+C,...] [--systems ragged,paged16,paged1] [--min-ms T] [--causal no|yes|both]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -161,7 +163,9 @@ int main(int argc, char** argv) {
       const auto p = bench::split(ss, 'x');
       if (p.size() != 2) return 2;
       const int64_t b = std::atoll(p[0].c_str()), s = std::atoll(p[1].c_str());
-      for (bool causal : {false, true}) run_case({hq, hkv, d, b, s, s, causal}, systems, min_ms, pattern, stream);
+      for (bool causal : {false, true})
+        if (causal_arg == "both" || causal_arg == (causal ? "yes" : "no"))
+          run_case({hq, hkv, d, b, s, s, causal}, systems, min_ms, pattern, stream);
     }
     for (const auto& cs : bench::split(cache_arg, ',')) {  // BxS+C
       const auto p = bench::split(cs, 'x');

@@ -221,6 +221,7 @@ void batch_prefill_paged(const Workspace::Impl& ws, const Plan& plan, const Tens
   t.work_ints = g.work_ints;
   t.num_work_host = int(plan.num_work);
   t.work_tile_tokens = int(plan.kv_chunk);
+  t.kv_tokens = plan.kv_tokens;
   if (run_tensor_core_prefill(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_paged_planned(g, make_page_table_view(kv), kv.k_pages.data(), kv.v_pages.data(),
                                plan.grid, static_cast<cudaStream_t>(stream));
@@ -260,6 +261,7 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
   int32_t longest = 0;
   for (int32_t b = 0; b < batch; ++b) longest = std::max(longest, offsets[b + 1] - offsets[b]);
   t.max_qo_len = longest;
+  t.kv_tokens = k.size(0);
   if (run_tensor_core_prefill(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_strided(g, kvs, static_cast<cudaStream_t>(stream));
 }
@@ -286,6 +288,7 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
   PrefillTcParams t = tc_params(g, k.size(1), batch);
   set_strided_kv(t, kvs);
   t.max_qo_len = int(num_q);
+  t.kv_tokens = batch * num_kv;
   if (run_tensor_core_prefill(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_strided(g, kvs, static_cast<cudaStream_t>(stream));
 }

@@ -216,6 +216,7 @@ Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& 
   // Query tiles: the CUDA kernels' tile height, or small CPU tiles that spread well.
   const int64_t tile = ws.device().is_cuda() ? 64 : 16;
   plan.kv_chunk = tile;
+  for (int64_t len : lengths) plan.kv_tokens += len;
   std::vector<WorkItem> items;
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t n = qo_begin[size_t(b) + 1] - qo_begin[size_t(b)];

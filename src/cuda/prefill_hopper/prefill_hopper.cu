@@ -130,6 +130,12 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     units = int64_t(a.tiles_per_row) * p.batch_size;
   }
   a.num_virtual = units * p.num_kv_heads * a.subtiles;
+  // Bands of KV heads whose K/V fit in about 40% of L2 (scheduler.cuh, split_band).
+  constexpr int64_t kL2BandBytes = int64_t(24) << 20;
+  const int64_t head_kv_bytes = p.kv_tokens * p.head_dim * 2 * 2;  // K and V, 16-bit
+  a.head_band = head_kv_bytes > 0
+                    ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
+                    : p.num_kv_heads;
   if (a.num_virtual <= 0) return true;  // no query rows: nothing to write
   const int grid = int(std::min<int64_t>(a.num_virtual, std::max(device_facts().sms, 1)));
 

@@ -40,6 +40,7 @@ struct HopperArgs {
   int subtiles = 1;         // virtual tiles per query range (no work list) or per pair
   int item_subtiles = 1;    // work list: M tiles one item needs, ceil(work_tile_tokens*group/128)
   int tiles_per_row = 0;    // no work list: 128-token ranges per batch row
+  int head_band = 1;        // KV heads per L2 band (split_band)
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
   // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual).
   int ablate = 0;
@@ -54,6 +55,23 @@ struct MTile {
   TileKeyRanges ranges;
   int n_begin = 0, n_end = 0;
 };
+
+// Virtual tiles run in bands of `band` KV heads: a band's tiles (every query range of its
+// heads) come before the next band's. The blocks running at one time then read the K/V of at
+// most a band of heads, which the host sizes to stay in L2; without bands an MHA prefill
+// whose K/V exceed L2 read every head in every wave, from DRAM. Inside a band the head is
+// fastest, so the order of the units (latest-first causal tiles, the planner's longest-first
+// pairs) still holds. rest < heads * units.
+__device__ __forceinline__ void split_band(int64_t rest, int64_t units, int heads, int band,
+                                           int& head, int64_t& unit) {
+  const int64_t band_items = int64_t(band) * units;
+  const int64_t b = rest / band_items;
+  const int64_t within = rest - b * band_items;
+  const int first = int(b) * band;
+  const int heads_here = min(band, heads - first);
+  head = first + int(within % heads_here);
+  unit = within / heads_here;
+}
 
 __device__ __forceinline__ const int32_t* work_item(const HopperArgs& a, int64_t w) {
   return a.k.p.work_ints + Workspace::Impl::kHeaderInts + w * Workspace::Impl::kWorkFields;
@@ -78,8 +96,12 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, int64_t v, M
     sub = int(v % a.subtiles);
     rest = v / a.subtiles;
   }
-  t.kv_head = int(rest % k.p.num_kv_heads);
-  const int64_t unit = rest / k.p.num_kv_heads;  // query range (no work list) or pair
+  // Query range (no work list) or pair.
+  const int64_t units = k.p.work_ints != nullptr
+                            ? a.num_virtual / a.subtiles / k.p.num_kv_heads
+                            : int64_t(a.tiles_per_row) * k.p.batch_size;
+  int64_t unit;
+  split_band(rest, units, k.p.num_kv_heads, a.head_band, t.kv_head, unit);
   int q_begin = 0, q_end = 0, first = 0;
   if (k.p.work_ints != nullptr) {
     const int64_t num_work = k.p.work_ints[0];

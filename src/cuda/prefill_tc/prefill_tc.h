@@ -70,6 +70,8 @@ struct PrefillTcParams {
   int num_work_host = 0;
   int work_tile_tokens = 64;
   int max_qo_len = 0;
+  int64_t kv_tokens = 0;  // K/V tokens the call reads over all rows (0: unknown); the Hopper
+                          // kernel orders its tiles in bands of KV heads whose K/V fit in L2
 };
 
 // Launches the kernel on `stream`; false when not covered (nothing launched). Throws
