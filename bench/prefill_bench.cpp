@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
         if (causal_arg == "both" || causal_arg == (causal ? "yes" : "no"))
           run_case({hq, hkv, d, b, s, s, causal}, systems, min_ms, pattern, stream);
     }
-    for (const auto& cs : bench::split(cache_arg, ',')) {  // BxS+C
+    for (const auto& cs : bench::split(cache_arg == "none" ? "" : cache_arg, ',')) {  // BxS+C
       const auto p = bench::split(cs, 'x');
       const auto sc = p.size() == 2 ? bench::split(p[1], '+') : std::vector<std::string>{};
       if (sc.size() != 2) return 2;

@@ -133,7 +133,11 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   // Bands of KV heads whose K/V fit in about 40% of L2 (scheduler.cuh, split_band).
   constexpr int64_t kL2BandBytes = int64_t(24) << 20;
   const int64_t head_kv_bytes = p.kv_tokens * p.head_dim * 2 * 2;  // K and V, 16-bit
-  a.head_band = head_kv_bytes > 0
+  static const bool bands = [] {  // FLASHPAGE_PREFILL_L2_BAND=0: one band (A/B runs)
+    const char* v = std::getenv("FLASHPAGE_PREFILL_L2_BAND");
+    return v == nullptr || std::atoi(v) != 0;
+  }();
+  a.head_band = bands && head_kv_bytes > 0
                     ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
                     : p.num_kv_heads;
   if (a.num_virtual <= 0) return true;  // no query rows: nothing to write
