@@ -8,7 +8,7 @@
 # PYTHONPATH and flashinfer's variables and prints one line. On failure it says why and
 # returns; it never exits the calling shell.
 _flashinfer_env() {
-  local site="${FLASHINFER_SITE:-/tmp/flashinfer_site}" wheels tarball
+  local site="${FLASHINFER_SITE:-/tmp/flashinfer_site}" wheels tarball w
   wheels=$(ls .whl/apache_tvm_ffi-*.whl 2>/dev/null)
   tarball=$(ls .whl/flashinfer-*.tar.xz 2>/dev/null | head -1)
   if [ -z "$wheels" ] || [ -z "$tarball" ]; then
@@ -18,10 +18,13 @@ _flashinfer_env() {
   # Unpack once per machine: a marker names the tarball that was unpacked.
   if [ "$(cat "$site/.unpacked" 2>/dev/null)" != "$(basename "$tarball")" ]; then
     rm -rf "$site" && mkdir -p "$site" || { echo "flashinfer_env: FAILED: cannot create $site"; return 1; }
+    # A wheel is a zip of its site-packages files: unzip it where pip is not usable.
     if ! python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target "$site" $wheels >"$site.pip.log" 2>&1; then
-      echo "flashinfer_env: FAILED: pip install of $wheels (see $site.pip.log)"
-      return 1
+      for w in $wheels; do
+        python3 -m zipfile -e "$w" "$site" >>"$site.pip.log" 2>&1 ||
+          { echo "flashinfer_env: FAILED: installing $w (see $site.pip.log)"; return 1; }
+      done
     fi
     tar -xJf "$tarball" -C "$site" || { echo "flashinfer_env: FAILED: tar -xJf $tarball"; return 1; }
     basename "$tarball" >"$site/.unpacked"

@@ -217,16 +217,32 @@ Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& 
   const int64_t tile = ws.device().is_cuda() ? 64 : 16;
   plan.kv_chunk = tile;
   for (int64_t len : lengths) plan.kv_tokens += len;
-  std::vector<WorkItem> items;
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t n = qo_begin[size_t(b) + 1] - qo_begin[size_t(b)];
-    for (int64_t s = 0; s < n; s += tile)
-      items.push_back({int32_t(b), int32_t(s), int32_t(std::min(n, s + tile)), -1});
-  }
-  // Rows with the most keys first (their tiles cost the most).
-  std::stable_sort(items.begin(), items.end(), [&](const WorkItem& a, const WorkItem& b) {
-    return lengths[size_t(a.row)] > lengths[size_t(b.row)];
+  // A row's tiles latest first, in pairs kept in ascending order: under causal masking the
+  // latest queries see the most keys, so the costliest tiles start first (longest-processing-
+  // time order for the persistent CUDA kernels), and the Hopper kernel runs an ascending pair
+  // of one row as one 128-query range. A row with an odd tile count leaves its first (under
+  // causal, cheapest) tile single; singles go after every pair, so pairs stay at even
+  // positions. Rows with the most keys first (their tiles cost the most).
+  std::vector<int64_t> row_order(static_cast<size_t>(batch));
+  std::iota(row_order.begin(), row_order.end(), int64_t(0));
+  std::stable_sort(row_order.begin(), row_order.end(), [&](int64_t a, int64_t b) {
+    return lengths[size_t(a)] > lengths[size_t(b)];
   });
+  std::vector<WorkItem> items, singles;
+  for (int64_t b : row_order) {
+    const int64_t n = qo_begin[size_t(b) + 1] - qo_begin[size_t(b)];
+    const int64_t tiles = (n + tile - 1) / tile;
+    auto item = [&](int64_t t) {
+      return WorkItem{int32_t(b), int32_t(t * tile), int32_t(std::min(n, (t + 1) * tile)), -1};
+    };
+    const int64_t first_paired = tiles % 2;
+    for (int64_t t = tiles - 2; t >= first_paired; t -= 2) {
+      items.push_back(item(t));
+      items.push_back(item(t + 1));
+    }
+    if (first_paired == 1) singles.push_back(item(0));
+  }
+  items.insert(items.end(), singles.begin(), singles.end());
   std::vector<int32_t> merge_indptr(size_t(batch) + 1, 0);
   ws.impl().max_kv_len =
       lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
