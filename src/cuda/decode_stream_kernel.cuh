@@ -68,7 +68,7 @@ struct StreamDecodeBlock {
     sub_units = (a.d.num_kv_heads / heads) * a.query_groups;
     bars = ptx::smem_addr(smem);
     q_slot = bars + Tiling::kBarrierBytes;
-    stage0 = q_slot + heads * query_rows * kQueryRowBytes;
+    stage0 = q_slot + uint32_t(Tiling::query_bytes(heads, kHeadDim, a.d.group_size));
   }
 
   __device__ __forceinline__ uint32_t full_bar(int s) const { return bars + 8u * uint32_t(s); }

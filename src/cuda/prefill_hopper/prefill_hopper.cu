@@ -137,7 +137,11 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     const char* v = std::getenv("FLASHPAGE_PREFILL_L2_BAND");
     return v == nullptr || std::atoi(v) != 0;
   }();
-  a.head_band = bands && head_kv_bytes > 0
+  // Not for causal work lists: their planner order is longest-first, and bands cut that
+  // sequence into more segments (more long tiles late); measured 7-10% slower on the H200
+  // (bench/NOTES.md), while ragged causal and every non-causal case gained or held.
+  const bool banded = bands && !(p.work_ints != nullptr && p.causal);
+  a.head_band = banded && head_kv_bytes > 0
                     ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
                     : p.num_kv_heads;
   if (a.num_virtual <= 0) return true;  // no query rows: nothing to write
