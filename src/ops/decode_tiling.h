@@ -43,11 +43,11 @@ struct StreamDecodeTiling {
   static constexpr int kRowsPerWarp = 16;     // query heads of one KV head per MMA M tile
   static constexpr int kSliceTokens = 16;     // tokens per consumer warp per stage (MMA K)
   static constexpr int kElemBytes = 2;
-  // Token rows are 32 bytes apart beyond their data: the bulk copies that fill them then start
-  // on 32-byte sectors (a row 16 bytes off split every line into 5 sector requests: 19% L2
-  // "hits" and 6% less DRAM throughput in ncu, bench/NOTES.md), at the price of 2-way bank
-  // conflicts in the consumers' ldmatrix (rows shift by 8 banks), which have time to spare.
-  static constexpr int kRowPadBytes = 32;
+  // +16 B per token row shifts rows by 4 banks (conflict-free ldmatrix). The price, measured
+  // (bench/NOTES.md): bulk copies into rows that start 16 B off a 128 B line cost the L2 extra
+  // requests (19% "hits", 6% less DRAM throughput than 128 B-aligned rows); 32 B padding was
+  // worse (10% hits plus 2-way conflicts). Aligned and conflict-free needs swizzled copies.
+  static constexpr int kRowPadBytes = 16;
   static constexpr int kMinConsumerWarps = 4;
   static constexpr int kMaxStages = 8;
   static constexpr int kSmemBudget = 227 * 1024;  // Hopper's per-block dynamic maximum
