@@ -72,8 +72,9 @@ for stage in $STAGES; do
       note "decode_bench rc=$? lines=$(wc -l <"$OUT/decode_bench.jsonl")"
       compare_files=(--flashpage "$OUT/decode_bench.jsonl")
       # Variants on the same shapes, same run: name=ENV=VALUE[,ENV=VALUE] (name "split": the
-      # sm_80+ split kernel).
+      # sm_80+ split kernel); "none": no variant.
       for variant in ${DECODE_VARIANTS:-split=FLASHPAGE_DECODE_KERNEL=split}; do
+        [ "$variant" = none ] && continue
         name=${variant%%=*}
         envs=$(echo "${variant#*=}" | tr ',' ' ')
         env $envs FLASHPAGE_BENCH_LABEL="flashpage_$name" timeout "${BENCH_TIMEOUT:-300}" \
@@ -91,6 +92,7 @@ for stage in $STAGES; do
       note "prefill_bench rc=$? lines=$(wc -l <"$OUT/prefill_bench.jsonl")"
       # Variants on the same shapes, same run, rows tagged _name (default: the mma.sync kernel).
       for variant in ${PREFILL_VARIANTS:-tc=FLASHPAGE_PREFILL_KERNEL=tc}; do
+        [ "$variant" = none ] && continue
         name=${variant%%=*}
         envs=$(echo "${variant#*=}" | tr ',' ' ')
         env $envs FLASHPAGE_BENCH_LABEL="$name" timeout "${BENCH_TIMEOUT:-300}" "$BUILD/bench/prefill_bench" \

@@ -15,8 +15,10 @@ _flashinfer_env() {
     echo "flashinfer_env: FAILED: .whl/apache_tvm_ffi-*.whl or .whl/flashinfer-*.tar.xz missing (carry .whl; run from the repo root)"
     return 1
   fi
-  # Unpack once per machine: a marker names the tarball that was unpacked.
-  if [ "$(cat "$site/.unpacked" 2>/dev/null)" != "$(basename "$tarball")" ]; then
+  # Unpack once per machine: a marker names the tarball (and its size) that was unpacked.
+  local marker
+  marker="$(basename "$tarball") $(stat -c %s "$tarball")"
+  if [ "$(cat "$site/.unpacked" 2>/dev/null)" != "$marker" ]; then
     rm -rf "$site" && mkdir -p "$site" || { echo "flashinfer_env: FAILED: cannot create $site"; return 1; }
     # A wheel is a zip of its site-packages files: unzip it where pip is not usable.
     if ! python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -27,9 +29,9 @@ _flashinfer_env() {
       done
     fi
     tar -xJf "$tarball" -C "$site" || { echo "flashinfer_env: FAILED: tar -xJf $tarball"; return 1; }
-    basename "$tarball" >"$site/.unpacked"
+    echo "$marker" >"$site/.unpacked"
   fi
-  export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+  case ":${PYTHONPATH:-}:" in *":$site:"*) ;; *) export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" ;; esac
   # Build for (and name the JIT cache after) the H200 only: 9.0a -> sm_90a.
   export FLASHINFER_CUDA_ARCH_LIST="9.0a"
   # JIT cache for any module not prebuilt: $FLASHINFER_WORKSPACE_BASE/.cache/flashinfer/0.7.4/90a.

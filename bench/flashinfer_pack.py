@@ -12,7 +12,7 @@ modules are compiled against its headers), e.g.
   pip download --no-deps -d /tmp/fi flashinfer-python==0.7.4
   python3.12 -m venv /tmp/fienv && /tmp/fienv/bin/pip install torch==2.11.0 apache-tvm-ffi==0.1.15.post2 \
       numpy packaging requests tqdm tabulate einops click nvidia-ml-py ninja cuda-bindings
-  nice -n 19 /tmp/fienv/bin/python bench/flashinfer_pack.py build   # ~1 h on 2 cores, 1 job
+  nice -n 19 /tmp/fienv/bin/python bench/flashinfer_pack.py build   # 45 min on 2 cores, 1 job
   /tmp/fienv/bin/python bench/flashinfer_pack.py pack
 """
 import argparse
