@@ -189,7 +189,6 @@ struct StreamKnobs {
   int max_stages = 0;  // 0: as many as fit
   bool l2_hint = true;
   int ablate = 0;
-  int row_pad = StreamDecodeTiling::kRowPadBytes;
 };
 const StreamKnobs& stream_knobs() {
   static const StreamKnobs knobs = [] {
@@ -197,7 +196,6 @@ const StreamKnobs& stream_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_DECODE_STAGES")) k.max_stages = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_DECODE_L2_HINT")) k.l2_hint = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_DECODE_ABLATE")) k.ablate = std::atoi(v);
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_ROW_PAD")) k.row_pad = std::atoi(v) / 16 * 16;
     return k;
   }();
   return knobs;
@@ -290,18 +288,9 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     const int d = int(plan.head_dim);
     sa.stages = StreamDecodeTiling::stages(heads, d, args.group_size);
     if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);
-    int stage_bytes = StreamDecodeTiling::stage_bytes(heads, d);
-    if (stream_knobs().row_pad != StreamDecodeTiling::kRowPadBytes) {  // experiment: re-fit
-      sa.row_pad = stream_knobs().row_pad;
-      stage_bytes = 2 * StreamDecodeTiling::stage_tokens(heads) *
-                    (heads * d * StreamDecodeTiling::kElemBytes + sa.row_pad);
-      const int room = StreamDecodeTiling::kSmemBudget - StreamDecodeTiling::kBarrierBytes -
-                       StreamDecodeTiling::query_bytes(heads, d, args.group_size);
-      sa.stages = std::min(sa.stages, room / stage_bytes);
-    }
     sa.smem_bytes = StreamDecodeTiling::kBarrierBytes +
                     StreamDecodeTiling::query_bytes(heads, d, args.group_size) +
-                    sa.stages * stage_bytes;
+                    sa.stages * StreamDecodeTiling::stage_bytes(heads, d);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;

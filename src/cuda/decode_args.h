@@ -43,9 +43,6 @@ struct StreamDecodeArgs {
   // Timing experiments only (FLASHPAGE_DECODE_ABLATE, wrong results): bit 0 = consumers skip
   // the math (the producer's streaming alone), bit 1 = no merge launch.
   int32_t ablate = 0;
-  // Bytes after each token row in shared memory (StreamDecodeTiling::kRowPadBytes;
-  // FLASHPAGE_DECODE_ROW_PAD overrides it for experiments).
-  int32_t row_pad = StreamDecodeTiling::kRowPadBytes;
 };
 
 // Query heads one decode block serves: the M of the m16n8k16 MMA. A KV head's group is padded

@@ -61,7 +61,7 @@ struct StreamDecodeBlock {
     lane = int(threadIdx.x) & 31;
     warp = int(threadIdx.x) >> 5;
     heads = a.heads_per_block;
-    row_bytes = heads * kHeadBytes + a.row_pad;
+    row_bytes = Tiling::token_row_bytes(heads, kHeadDim);
     stage_tokens = Tiling::kSliceTokens * (kConsumerWarps / heads);
     stage_bytes = 2 * stage_tokens * row_bytes;
     query_rows = Tiling::query_rows(a.d.group_size);

@@ -79,9 +79,8 @@ struct StreamDecodeTiling {
     return 2 * stage_tokens(heads) * token_row_bytes(heads, head_dim);  // K then V
   }
   static constexpr int query_row_bytes(int head_dim) { return head_dim * kElemBytes + kRowPadBytes; }
-  // Rounded up to 128 bytes, so the K/V stages after it start 128-byte aligned.
   static constexpr int query_bytes(int heads, int head_dim, int group_size) {
-    return (heads * query_rows(group_size) * query_row_bytes(head_dim) + 127) / 128 * 128;
+    return heads * query_rows(group_size) * query_row_bytes(head_dim);
   }
   static constexpr int stages(int heads, int head_dim, int group_size) {
     const int room = kSmemBudget - kBarrierBytes - query_bytes(heads, head_dim, group_size);

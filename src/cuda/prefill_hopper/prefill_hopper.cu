@@ -87,6 +87,23 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
     prefill_hopper::launch<T, 128>(args, grid, stream);
 }
 
+// Benchmark knobs, read once (bench/NOTES.md records what they showed):
+// FLASHPAGE_PREFILL_ABLATE=bits leaves stages out (HopperArgs::ablate; wrong results),
+// FLASHPAGE_PREFILL_L2_BAND=0 runs every KV head in one band (split_band).
+struct HopperKnobs {
+  int ablate = 0;
+  bool l2_bands = true;
+};
+const HopperKnobs& hopper_knobs() {
+  static const HopperKnobs knobs = [] {
+    HopperKnobs k;
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_ABLATE")) k.ablate = std::atoi(v);
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_L2_BAND")) k.l2_bands = std::atoi(v) != 0;
+    return k;
+  }();
+  return knobs;
+}
+
 }  // namespace
 
 bool prefill_hopper_covers(const PrefillTcParams& p) {
@@ -101,12 +118,7 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   static_assert(kBlockM == prefill_hopper::TileConfig<64>::kBlockM);
 
   HopperArgs a;
-  // FLASHPAGE_PREFILL_ABLATE=bits: timing experiments (HopperArgs::ablate), read once.
-  static const int ablate = [] {
-    const char* v = std::getenv("FLASHPAGE_PREFILL_ABLATE");
-    return v != nullptr ? std::atoi(v) : 0;
-  }();
-  a.ablate = ablate;
+  a.ablate = hopper_knobs().ablate;
   prefill_tc::KernelArgs& k = a.k;
   k.p = p;
   k.paged = p.page_indices != nullptr;
@@ -133,14 +145,10 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   // Bands of KV heads whose K/V fit in about 40% of L2 (scheduler.cuh, split_band).
   constexpr int64_t kL2BandBytes = int64_t(24) << 20;
   const int64_t head_kv_bytes = p.kv_tokens * p.head_dim * 2 * 2;  // K and V, 16-bit
-  static const bool bands = [] {  // FLASHPAGE_PREFILL_L2_BAND=0: one band (A/B runs)
-    const char* v = std::getenv("FLASHPAGE_PREFILL_L2_BAND");
-    return v == nullptr || std::atoi(v) != 0;
-  }();
   // Not for causal work lists: their planner order is longest-first, and bands cut that
   // sequence into more segments (more long tiles late); measured 7-10% slower on the H200
   // (bench/NOTES.md), while ragged causal and every non-causal case gained or held.
-  const bool banded = bands && !(p.work_ints != nullptr && p.causal);
+  const bool banded = hopper_knobs().l2_bands && !(p.work_ints != nullptr && p.causal);
   a.head_band = banded && head_kv_bytes > 0
                     ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
                     : p.num_kv_heads;
