@@ -130,18 +130,17 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   k.page_div = FastDivisor(uint32_t(k.paged ? p.page_size : 1));
   k.group = p.num_qo_heads / p.num_kv_heads;
 
-  int64_t units = 0;  // query ranges (no work list) or item pairs
   if (p.work_ints != nullptr) {
     a.item_subtiles = int((int64_t(p.work_tile_tokens) * k.group + kBlockM - 1) / kBlockM);
     a.subtiles = 2 * a.item_subtiles;
-    units = (int64_t(p.num_work_host) + 1) / 2;
+    a.units = (int64_t(p.num_work_host) + 1) / 2;  // item pairs
   } else {
     a.tiles_per_row = int((int64_t(p.max_qo_len) + prefill_hopper::kQueryTileTokens - 1) /
                           prefill_hopper::kQueryTileTokens);
     a.subtiles = int((int64_t(prefill_hopper::kQueryTileTokens) * k.group + kBlockM - 1) / kBlockM);
-    units = int64_t(a.tiles_per_row) * p.batch_size;
+    a.units = int64_t(a.tiles_per_row) * p.batch_size;  // query ranges
   }
-  a.num_virtual = units * p.num_kv_heads * a.subtiles;
+  a.num_virtual = a.units * p.num_kv_heads * a.subtiles;
   // Bands of KV heads whose K/V fit in about 40% of L2 (scheduler.cuh, split_band).
   constexpr int64_t kL2BandBytes = int64_t(24) << 20;
   const int64_t head_kv_bytes = p.kv_tokens * p.head_dim * 2 * 2;  // K and V, 16-bit

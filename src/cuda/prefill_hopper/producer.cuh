@@ -136,38 +136,36 @@ struct Producer {
                                 reinterpret_cast<const char*>(q), lane);
   }
 
-  __device__ __forceinline__ void load_k(const MTile& t, const KvRowSource& src,
-                                 Ring<Cfg::kKStages>& ring) const {
-    const prefill_tc::KernelArgs& k = a.k;
-    ring.wait_empty(s.k_empty);
-    const int64_t off = src.offset(k.p.k_stride_unit, k.p.k_stride_token,
-                                   int64_t(t.kv_head) * k.p.k_stride_head);
+  // One K or V tile into its ring's next stage (`tile`, its shared address): wait until the
+  // stage is free, copy, mark it full. `pages` and the strides: k.p.k or k.p.v and theirs.
+  template <int kStages>
+  __device__ __forceinline__ void load_kv(const MTile& t, const KvRowSource& src,
+                                          Ring<kStages>& ring, uint32_t full, uint32_t empty,
+                                          uint32_t tile, const void* pages, int64_t stride_unit,
+                                          int64_t stride_token, int64_t stride_head) const {
+    ring.wait_empty(empty);
+    const int64_t off = src.offset(stride_unit, stride_token, int64_t(t.kv_head) * stride_head);
     if (a.ablate & 2) {
-      sm90::mbarrier_arrive(ring.bar(s.k_full));
+      sm90::mbarrier_arrive(ring.bar(full));
     } else {
-      const T* base = static_cast<const T*>(k.p.k);
-      copy_warp_rows<T, kHeadDim>(s.k_tile(ring.stage), kBlockN, warp * 32, row_address(base, off),
+      const T* base = static_cast<const T*>(pages);
+      copy_warp_rows<T, kHeadDim>(tile, kBlockN, warp * 32, row_address(base, off),
                                   reinterpret_cast<const char*>(base), lane);
-      signal_full(ring.bar(s.k_full));
+      signal_full(ring.bar(full));
     }
     ring.advance();
   }
-
-  __device__ __forceinline__ void load_v(const MTile& t, const KvRowSource& src,
-                                 Ring<Cfg::kVStages>& ring) const {
+  __device__ __forceinline__ void load_k(const MTile& t, const KvRowSource& src,
+                                         Ring<Cfg::kKStages>& ring) const {
     const prefill_tc::KernelArgs& k = a.k;
-    ring.wait_empty(s.v_empty);
-    const int64_t off = src.offset(k.p.v_stride_unit, k.p.v_stride_token,
-                                   int64_t(t.kv_head) * k.p.v_stride_head);
-    if (a.ablate & 2) {
-      sm90::mbarrier_arrive(ring.bar(s.v_full));
-    } else {
-      const T* base = static_cast<const T*>(k.p.v);
-      copy_warp_rows<T, kHeadDim>(s.v_tile(ring.stage), kBlockN, warp * 32, row_address(base, off),
-                                  reinterpret_cast<const char*>(base), lane);
-      signal_full(ring.bar(s.v_full));
-    }
-    ring.advance();
+    load_kv(t, src, ring, s.k_full, s.k_empty, s.k_tile(ring.stage), k.p.k, k.p.k_stride_unit,
+            k.p.k_stride_token, k.p.k_stride_head);
+  }
+  __device__ __forceinline__ void load_v(const MTile& t, const KvRowSource& src,
+                                         Ring<Cfg::kVStages>& ring) const {
+    const prefill_tc::KernelArgs& k = a.k;
+    load_kv(t, src, ring, s.v_full, s.v_empty, s.v_tile(ring.stage), k.p.v, k.p.v_stride_unit,
+            k.p.v_stride_token, k.p.v_stride_head);
   }
 
   // The whole schedule of this block. K/V tiles go last to first (the consumers' order: the

@@ -40,6 +40,7 @@ struct HopperArgs {
   int subtiles = 1;         // virtual tiles per query range (no work list) or per pair
   int item_subtiles = 1;    // work list: M tiles one item needs, ceil(work_tile_tokens*group/128)
   int tiles_per_row = 0;    // no work list: 128-token ranges per batch row
+  int64_t units = 0;        // query ranges (no work list) or item pairs, per KV head and subtile
   int head_band = 1;        // KV heads per L2 band (split_band)
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
   // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual).
@@ -96,12 +97,8 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, int64_t v, M
     sub = int(v % a.subtiles);
     rest = v / a.subtiles;
   }
-  // Query range (no work list) or pair.
-  const int64_t units = k.p.work_ints != nullptr
-                            ? a.num_virtual / a.subtiles / k.p.num_kv_heads
-                            : int64_t(a.tiles_per_row) * k.p.batch_size;
-  int64_t unit;
-  split_band(rest, units, k.p.num_kv_heads, a.head_band, t.kv_head, unit);
+  int64_t unit;  // query range (no work list) or pair
+  split_band(rest, a.units, k.p.num_kv_heads, a.head_band, t.kv_head, unit);
   int q_begin = 0, q_end = 0, first = 0;
   if (k.p.work_ints != nullptr) {
     const int64_t num_work = k.p.work_ints[0];
