@@ -1,6 +1,6 @@
 // The Hopper (wgmma) prefill against the float64 oracle over the configurations it covers:
 // sizes that are not multiples of its 128-row / 128-key tiles (S = 1, 7, 113, 128, 129, 300),
-// L > S (a cached prefix), empty rows, bf16 and f16, head_dim 64 and 128, causal top-left
+// L > S (a cached prefix), empty rows, bf16 and f16, head_dim 64, 128 and 256 (64-key K/V tiles), causal top-left
 // (sdpa) and bottom-right (ragged, paged), GQA 4 and MHA, contiguous K/V and pages of 1, 16
 // and 64 tokens in NHD and HND, window and soft cap, LSE. Outputs are poisoned first, so every
 // element must be written. Each case prints the kernel that ran; on a compute capability 9.0
@@ -77,7 +77,7 @@ TEST(PrefillHopper, CudaSdpaSizes) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
   for (DType t : {DType::bf16, DType::f16})
-    for (int64_t d : {64, 128})
+    for (int64_t d : {64, 128, 256})
       for (int64_t s : {1, 7, 113, 128, 129, 300})
         for (bool causal : {false, true}) {
           FP_CASE(run_sdpa(rng, {1, 8, 2, s, s, d, t, causal}));        // GQA 4, S == L
@@ -93,6 +93,9 @@ TEST(PrefillHopper, CudaSdpaLongAndShortKeys) {
     FP_CASE(run_sdpa(rng, {1, 4, 4, 300, 5, 128, t, true}));     // L < S: rows that see nothing
     FP_CASE(run_sdpa(rng, {1, 4, 2, 257, 257, 64, t, true, 40}));        // window
     FP_CASE(run_sdpa(rng, {1, 4, 2, 200, 330, 128, t, false, -1, 20.0f}));  // soft cap
+    FP_CASE(run_sdpa(rng, {1, 4, 1, 64, 700, 256, t, false}));   // head_dim 256: 11 K/V tiles
+    FP_CASE(run_sdpa(rng, {1, 4, 2, 257, 257, 256, t, true, 40}));       // window over 64-key tiles
+    FP_CASE(run_sdpa(rng, {1, 4, 2, 200, 330, 256, t, false, -1, 20.0f}));  // soft cap
   }
 }
 
@@ -142,7 +145,7 @@ TEST(PrefillHopper, CudaRagged) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
   for (DType t : {DType::bf16, DType::f16})
-    for (int64_t d : {64, 128})
+    for (int64_t d : {64, 128, 256})
       for (bool causal : {false, true}) {
         FP_CASE(run_ragged(rng, {{1, 0, 129, 300, 7}, {}, 8, 2, d, t, causal}));
         FP_CASE(run_ragged(rng, {{113, 1, 128}, {300, 40, 128}, 8, 2, d, t, causal}));  // cached prefix
@@ -207,7 +210,7 @@ TEST(PrefillHopper, CudaPaged) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
   for (DType t : {DType::bf16, DType::f16})
-    for (int64_t d : {64, 128})
+    for (int64_t d : {64, 128, 256})
       for (int64_t page : {1, 16, 64})
         for (KvLayout layout : {KvLayout::NHD, KvLayout::HND}) {
           // Ragged queries over a cached prefix, an empty row, GQA 4.

@@ -96,8 +96,10 @@ void check_pv_operand() {
 TEST(PrefillHopperLayout, DescriptorsReadWhatTheProducerStored) {
   check_qk_operands<64>();
   check_qk_operands<128>();
+  check_qk_operands<256>();
   check_pv_operand<64>();
   check_pv_operand<128>();
+  check_pv_operand<256>();
 }
 
 TEST(PrefillHopperLayout, StoredLayoutIsTheHardwareSwizzle) {
@@ -147,11 +149,17 @@ TEST(PrefillHopperLayout, AccumulatorAndARegisterFragments) {
 TEST(PrefillHopperLayout, SharedMemoryPlanFits) {
   using C128 = hp::TileConfig<128>;
   using C64 = hp::TileConfig<64>;
+  using C256 = hp::TileConfig<256>;
   EXPECT_EQ(C128::kKOffset % 1024, 0);
   EXPECT_EQ(C128::kVOffset % 1024, 0);
   EXPECT_EQ(C128::kOOffset % 1024, 0);
   EXPECT_LE(C128::kSmemLaunchBytes, 227 * 1024);
   EXPECT_LE(C64::kSmemLaunchBytes, 227 * 1024);
+  EXPECT_LE(C256::kSmemLaunchBytes, 227 * 1024);
+  EXPECT_EQ(C256::kVOffset % 1024, 0);
+  // head_dim 256 stages the epilogue in the Q tile: it must hold the 128 x 256 output.
+  EXPECT_TRUE(C256::kStageInQ);
+  EXPECT_GE(C256::kQBytes, C256::kBlockM * 256 * 2);
   // LBO of V fits the 14-bit field.
   EXPECT_LT(hp::desc_encode(C128::kBlockN * 128), (1u << 14));
 }

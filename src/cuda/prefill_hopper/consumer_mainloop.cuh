@@ -2,7 +2,8 @@
 // A consumer (math) warpgroup: 64 rows of each M tile, FlashAttention-3 style.
 //
 // Per M tile, K/V tiles n = n_end-1 down to n_begin (the partial / diagonal tiles first):
-//   S_n = Q K_n^T          wgmma m64n128k16, A = Q and B = K from shared memory (K-major)
+//   S_n = Q K_n^T          wgmma m64nBk16 (B = kBlockN keys), A = Q and B = K from shared
+//                          memory (K-major)
 //   softmax(S_n) -> P_n    in registers (consumer_softmax.cuh)
 //   O += P_{n+1} V_{n+1}   wgmma m64nDk16, A = P from registers, B = V (MN-major)
 // with the S GEMM of tile n issued before the P V GEMM of tile n + 1, so the softmax of S_n
@@ -35,7 +36,6 @@ struct Consumer {
   static constexpr int kKeyTiles = Cfg::kKeyTiles;
   static constexpr int kDimTiles = Cfg::kDimTiles;
   static constexpr int kPvSteps = Cfg::kPvSteps;
-  static_assert(kBlockN == 128, "S = Q K^T is one m64n128 wgmma per k16 step");
 
   const HopperArgs& a;
   const SmemPlan<kHeadDim>& s;
@@ -60,7 +60,10 @@ struct Consumer {
     for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
       const uint64_t da = q_desc + (k_major_step_offset(kk, Cfg::kBlockM) >> 4);
       const uint64_t db = k_desc + (k_major_step_offset(kk, kBlockN) >> 4);
-      sm90::wgmma_ss_m64n128k16(acc, da, db, kk > 0 ? 1u : 0u, T{});
+      if constexpr (kBlockN == 128)
+        sm90::wgmma_ss_m64n128k16(acc, da, db, kk > 0 ? 1u : 0u, T{});
+      else
+        sm90::wgmma_ss_m64n64k16(acc, da, db, kk > 0 ? 1u : 0u, T{});
     }
     sm90::wgmma_commit();
     sm90::fence_operands(acc);
@@ -75,7 +78,9 @@ struct Consumer {
 #pragma unroll
     for (int ks = 0; ks < kPvSteps; ++ks) {
       const uint64_t db = v_desc + (mn_major_step_offset(ks) >> 4);
-      if constexpr (kHeadDim == 128)
+      if constexpr (kHeadDim == 256)
+        sm90::wgmma_rs_m64n256k16(o, p[ks], db, 1u, T{});
+      else if constexpr (kHeadDim == 128)
         sm90::wgmma_rs_m64n128k16(o, p[ks], db, 1u, T{});
       else
         sm90::wgmma_rs_m64n64k16(o, p[ks], db, 1u, T{});
@@ -180,9 +185,9 @@ struct Consumer {
       rescale_rows(o, o_scale);
       pack_p(p, acc);
     }
-    // Every S GEMM of the tile has completed: the producer may load the next Q.
-    sm90::mbarrier_arrive(s.q_empty);
-    r.q.advance();
+    // Every S GEMM of the tile has completed: the producer may load the next Q (unless the
+    // epilogue stages in the Q tile).
+    if constexpr (!Cfg::kStageInQ) release_q(r);
 
     r.v.wait_full(s.v_full);
     sm90::fence_proxy_async();
@@ -193,6 +198,7 @@ struct Consumer {
     r.v.advance();
 
     Epilogue<T, kHeadDim>{a.k, s.o_staging(), wg, t}.store(tile, o, softmax.m, softmax.d);
+    if constexpr (Cfg::kStageInQ) release_q(r);
   }
 
   struct Rings {
@@ -200,6 +206,11 @@ struct Consumer {
     Ring<Cfg::kKStages> k;
     Ring<Cfg::kVStages> v;
   };
+
+  __device__ __forceinline__ void release_q(Rings& r) const {
+    sm90::mbarrier_arrive(s.q_empty);
+    r.q.advance();
+  }
 
   __device__ __forceinline__ void run() const {
     // Warpgroup 0 issues first: the pending arrival on its own barrier lets its first

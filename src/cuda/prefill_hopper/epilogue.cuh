@@ -1,8 +1,14 @@
 #pragma once
-// Epilogue of an M tile, per consumer warpgroup (its 64 rows): O / d in T staged through the
-// block's O buffer (prefill_tc's swizzled row layout and staging code: the accumulator layout
-// is the same), then 16-byte stores of whole row chunks; LSE (f32, natural log) per row.
-// A row that saw no key has d = 0: zeros and -inf (DESIGN.md).
+// Epilogue of an M tile, per consumer warpgroup (its 64 rows): O / d in T staged through
+// shared memory (the block's O buffer, or the Q tile where TileConfig::kStageInQ), then
+// 16-byte stores of whole row chunks; LSE (f32, natural log) per row. A row that saw no key
+// has d = 0: zeros and -inf (DESIGN.md).
+//
+// Staging uses the Q tile's swizzled layout (tile_chunk_offset over kBlockM rows), so a
+// warpgroup's rows occupy exactly its own Q rows: in the Q tile it never touches the other
+// warpgroup's rows, whose last S GEMM may still run. Both the 4-byte fragment writes (a warp
+// covers 8 rows x 4 words of one chunk: the XOR spreads the rows over all 32 banks) and the
+// 16-byte reads (8 lanes read one 128-byte swizzle row) are free of bank conflicts.
 //
 // The staging rows of a warpgroup are its own, so only its 128 threads synchronise (named
 // barrier): once before writing (its previous tile's stores have read the rows) and once
@@ -14,6 +20,7 @@
 #include "cuda/prefill_hopper/smem_layout.h"
 #include "cuda/prefill_tc/epilogue.cuh"
 #include "cuda/prefill_tc/tile_config.h"
+#include "cuda/ptx.cuh"
 #include "cuda/softmax_state.cuh"
 
 namespace flashpage::cuda::prefill_hopper {
@@ -24,8 +31,8 @@ template <class T, int kHeadDim>
 struct Epilogue {
   using Cfg = TileConfig<kHeadDim>;
   // prefill_tc's staging helpers read kDimTiles and kRowBytes from its config, equal here.
+  // prefill_tc's LSE writer reads its config's types only.
   using TcCfg = prefill_tc::TileConfig<kHeadDim>;
-  static_assert(TcCfg::kDimTiles == Cfg::kDimTiles && TcCfg::kRowBytes == Cfg::kRowBytes);
   static constexpr int kRowsPerPass = 128 / Cfg::kChunks;
 
   const prefill_tc::KernelArgs& k;
@@ -43,13 +50,30 @@ struct Epilogue {
                                     k.p.out_stride_token, k.p.out_stride_head);
   }
 
+  // The warp's rows warp_row0 .. +15, normalised, into the staging tile.
+  __device__ __forceinline__ void stage(const float (&o)[Cfg::kDimTiles][4], const float (&row_d)[2],
+                                        int warp_row0, int lane) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float inv = row_d[h] > 0.0f ? 1.0f / row_d[h] : 0.0f;
+      const int row = warp_row0 + wg_acc_row(lane, 2 * h);
+#pragma unroll
+      for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
+        // Dim tile dt is exactly chunk dt; this lane's pair sits 4 bytes per lane % 4 into it.
+        const uint32_t off = tile_chunk_offset(row, dt, Cfg::kBlockM) + (lane & 3) * 4;
+        *reinterpret_cast<uint32_t*>(staging + off) =
+            ptx::pack2<T>(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
+      }
+    }
+  }
+
   __device__ __forceinline__ void store(const MTile& tile, const float (&o)[Cfg::kDimTiles][4],
                                         const float (&m)[2], const float (&d)[2]) const {
     const int lane = t & 31;
     const int warp_row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * 16;
     const float row_d[2] = {prefill_tc::quad_sum(d[0]), prefill_tc::quad_sum(d[1])};
     sync();
-    prefill_tc::stage_output<T, TcCfg>(staging, o, row_d, warp_row0, lane);
+    stage(o, row_d, warp_row0, lane);
     prefill_tc::write_lse<T, TcCfg>(k, tile.g, tile.rows, tile.b, warp_row0, lane, m, row_d);
     sync();
     const int chunk = t % Cfg::kChunks;
@@ -57,8 +81,8 @@ struct Epilogue {
     for (int pass = 0; pass < Cfg::kWarpgroupRows / kRowsPerPass; ++pass) {
       const int r = wg * Cfg::kWarpgroupRows + pass * kRowsPerPass + t / Cfg::kChunks;
       if (r >= tile.rows.count) break;  // rows grow with the pass
-      const uint4 value = *reinterpret_cast<const uint4*>(
-          staging + prefill_tc::swizzled_offset(r, chunk, Cfg::kRowBytes));
+      const uint4 value =
+          *reinterpret_cast<const uint4*>(staging + tile_chunk_offset(r, chunk, Cfg::kBlockM));
       *reinterpret_cast<uint4*>(out_row(tile, r) + chunk * (kChunkBytes / Cfg::kElemBytes)) = value;
     }
   }

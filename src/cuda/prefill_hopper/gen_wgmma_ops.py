@@ -5,7 +5,8 @@ One inline-asm statement per (N, dtype, operand form) must name all N/2 f32 accu
 text is generated rather than typed. Run from this folder: python3 gen_wgmma_ops.py
 """
 
-NS = (64, 128)          # wgmma N: 64/128 keys for S = Q K^T, head_dim 64/128 for O += P V
+SS_NS = (64, 128)       # S = Q K^T: 64 keys (head_dim 256) or 128 keys per K tile
+RS_NS = (64, 128, 256)  # O += P V: N = head_dim
 TYPES = (("bf16", "__nv_bfloat16"), ("f16", "__half"))
 
 
@@ -91,8 +92,9 @@ def main():
 namespace flashpage::cuda::prefill_hopper::sm90 {
 ''']
     for ptx_type, cpp_type in TYPES:
-        for n in NS:
+        for n in SS_NS:
             out.append(ss(n, ptx_type, cpp_type))
+        for n in RS_NS:
             out.append(rs(n, ptx_type, cpp_type))
     out.append('''
 }  // namespace flashpage::cuda::prefill_hopper::sm90

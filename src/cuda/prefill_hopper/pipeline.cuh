@@ -62,7 +62,10 @@ struct SmemPlan {
   }
   __device__ __forceinline__ uint32_t k_tile(int stage) const { return k + stage * Cfg::kKvBytes; }
   __device__ __forceinline__ uint32_t v_tile(int stage) const { return v + stage * Cfg::kKvBytes; }
-  __device__ __forceinline__ uint8_t* o_staging() const { return base + Cfg::kOOffset; }
+  // The epilogue's staging buffer (TileConfig::kStageInQ: the Q tile).
+  __device__ __forceinline__ uint8_t* o_staging() const {
+    return base + (Cfg::kStageInQ ? Cfg::kQOffset : Cfg::kOOffset);
+  }
 
   // One thread, before the block's first __syncthreads.
   __device__ __forceinline__ void init_barriers() const {

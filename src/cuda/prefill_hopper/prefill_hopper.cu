@@ -62,7 +62,7 @@ constexpr bool kBuiltForSm90a =
 
 bool covered_shapes(const PrefillTcParams& p) {
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) return false;
-  if (p.head_dim != 64 && p.head_dim != 128) return false;
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return false;
   if (p.mask != nullptr) return false;  // explicit masks: prefill_tc
   if (p.num_kv_heads <= 0 || p.num_qo_heads <= 0 || p.num_qo_heads % p.num_kv_heads != 0)
     return false;
@@ -83,8 +83,10 @@ template <class T>
 void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStream_t stream) {
   if (args.k.p.head_dim == 64)
     prefill_hopper::launch<T, 64>(args, grid, stream);
-  else
+  else if (args.k.p.head_dim == 128)
     prefill_hopper::launch<T, 128>(args, grid, stream);
+  else
+    prefill_hopper::launch<T, 256>(args, grid, stream);
 }
 
 // Benchmark knobs, read once (bench/NOTES.md records what they showed):
@@ -115,7 +117,8 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   if (!prefill_hopper_covers(p)) return false;
   using prefill_hopper::HopperArgs;
   constexpr int kBlockM = prefill_hopper::TileConfig<128>::kBlockM;
-  static_assert(kBlockM == prefill_hopper::TileConfig<64>::kBlockM);
+  static_assert(kBlockM == prefill_hopper::TileConfig<64>::kBlockM &&
+                kBlockM == prefill_hopper::TileConfig<256>::kBlockM);
 
   HopperArgs a;
   a.ablate = hopper_knobs().ablate;

@@ -6,7 +6,7 @@
 //
 // Covered (prefill_hopper_covers; run_prefill_hopper returns false for the rest, launching
 // nothing): a device of compute capability 9.0 with sm_90a code in this build; f16/bf16;
-// head_dim 64 or 128; no explicit mask (causal top-left or bottom-right, window_left and
+// head_dim 64, 128 or 256; no explicit mask (causal top-left or bottom-right, window_left and
 // logits_soft_cap are covered); paged K/V (any page size, NHD or HND) or contiguous K/V
 // (uniform or kv_indptr); uniform or ragged (qo_indptr) queries, with or without the plan's
 // work list; any group size Hq / Hkv; LSE; 16-byte aligned q/k/v/out and strides that are

@@ -6,11 +6,12 @@
 //
 // Why cp.async and not TMA: K/V rows are gathered token by token (pages of any size, NHD or
 // HND, ragged rows, any 16-byte aligned strides) and so are the packed GQA query rows; one
-// load path for paged and contiguous keeps both at the same speed. Each warp moves 32 rows of
-// a tile: lane l resolves the address of row 32w + l (one page-table read per row, issued one
-// tile ahead so its latency hides behind the previous tile's wait), then the warp copies four
-// rows per pass, 8 lanes per row, each lane taking every 8th 16-byte chunk (whole 128-byte
-// lines per row, coalesced), the row offset broadcast with a shuffle.
+// load path for paged and contiguous keeps both at the same speed. Each warp moves a quarter
+// of a tile (32 rows; 16 of a 64-key K/V tile): lane l resolves the address of the slice's
+// row l (one page-table read per row, issued one tile ahead so its latency hides behind the
+// previous tile's wait), then the warp copies four rows per pass, 8 lanes per row, each lane
+// taking every 8th 16-byte chunk (whole 128-byte lines per row, coalesced), the row offset
+// broadcast with a shuffle.
 //
 // Rows past the end (keys no row of the tile sees, query rows past the tile) are zero-filled:
 // S stays finite there (it is masked to -inf anyway) and P * V never meets stale NaNs.
@@ -23,8 +24,8 @@
 
 namespace flashpage::cuda::prefill_hopper {
 
-// Copies the warp's 32 rows [row0, row0 + 32) (row0 a multiple of 8) of a tile of `tile_rows`
-// rows. Lane l gives the address of row row0 + l (nullptr: zero-fill the row).
+// Copies the warp's kRows rows [row0, row0 + kRows) (row0 a multiple of 8) of a tile of
+// `tile_rows` rows. Lane l < kRows gives the address of row row0 + l (nullptr: zero-fill it).
 //
 // The producer is one warp per scheduler running a dependent chain, so its instruction count
 // per copy sets how fast tiles arrive (ncu: ~26 instructions per cp.async here before, half of
@@ -32,7 +33,7 @@ namespace flashpage::cuda::prefill_hopper {
 // shuffles one pointer and picks the zero-fill size once; per 16-byte chunk it adds constants:
 // row0 & 7 == 0, so the swizzle of row row0 + 4 * pass + sub_row depends only on the pass's
 // parity and the lane, and is computed once.
-template <class T, int kHeadDim>
+template <class T, int kHeadDim, int kRows>
 __device__ __forceinline__ void copy_warp_rows(uint32_t tile, int tile_rows, int row0,
                                                const char* lane_row, const char* fallback,
                                                int lane) {
@@ -47,7 +48,7 @@ __device__ __forceinline__ void copy_warp_rows(uint32_t tile, int tile_rows, int
                                uint32_t((lane_chunk ^ (sub_row + kRowsPerPass)) << 4)};
   const uint32_t col_block_bytes = uint32_t(tile_rows * kSwizzleRowBytes);
 #pragma unroll
-  for (int pass = 0; pass < 32 / kRowsPerPass; ++pass) {
+  for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
     const char* row = reinterpret_cast<const char*>(
         __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(lane_row), pass * kRowsPerPass + sub_row));
     const bool valid = row != nullptr;
@@ -96,8 +97,10 @@ template <class T, int kHeadDim>
 struct Producer {
   using Cfg = TileConfig<kHeadDim>;
   static constexpr int kBlockN = Cfg::kBlockN;
-  // One 32-row slice per warp: four producer warps cover a 128-row Q or K/V tile.
-  static_assert(Cfg::kBlockM == 128 && Cfg::kBlockN == 128);
+  // One slice per warp: four producer warps cover a Q or K/V tile.
+  static constexpr int kQRowsPerWarp = Cfg::kBlockM / 4;
+  static constexpr int kKvRowsPerWarp = kBlockN / 4;
+  static_assert(kQRowsPerWarp == 32 && (kKvRowsPerWarp == 32 || kKvRowsPerWarp == 16));
 
   const HopperArgs& a;
   const SmemPlan<kHeadDim>& s;
@@ -108,8 +111,9 @@ struct Producer {
   __device__ __forceinline__ KvRowSource lookup(const MTile& t, int n) const {
     const prefill_tc::KernelArgs& k = a.k;
     KvRowSource src;
-    const int key = n * kBlockN + warp * 32 + lane;
-    if (key >= t.ranges.any.hi) return src;  // no row sees it (also covers key >= kv_len)
+    const int key = n * kBlockN + warp * kKvRowsPerWarp + lane;
+    // No row sees it (also covers key >= kv_len), or a lane past the warp's slice.
+    if (key >= t.ranges.any.hi || lane >= kKvRowsPerWarp) return src;
     if (k.paged) {
       const uint32_t page = k.page_div.div(uint32_t(key));
       src.unit = t.g.pages[page];
@@ -123,7 +127,7 @@ struct Producer {
 
   __device__ __forceinline__ void load_q(const MTile& t) const {
     const prefill_tc::KernelArgs& k = a.k;
-    const int r = warp * 32 + lane;
+    const int r = warp * kQRowsPerWarp + lane;
     int64_t off = -1;
     if (r < t.rows.count) {
       int i, head;
@@ -132,8 +136,9 @@ struct Producer {
                                      k.p.q_stride_token, k.p.q_stride_head);
     }
     const T* q = static_cast<const T*>(k.p.q);
-    copy_warp_rows<T, kHeadDim>(s.q, Cfg::kBlockM, warp * 32, row_address(q, off),
-                                reinterpret_cast<const char*>(q), lane);
+    copy_warp_rows<T, kHeadDim, kQRowsPerWarp>(s.q, Cfg::kBlockM, warp * kQRowsPerWarp,
+                                               row_address(q, off),
+                                               reinterpret_cast<const char*>(q), lane);
   }
 
   // One K or V tile into its ring's next stage (`tile`, its shared address): wait until the
@@ -149,8 +154,9 @@ struct Producer {
       sm90::mbarrier_arrive(ring.bar(full));
     } else {
       const T* base = static_cast<const T*>(pages);
-      copy_warp_rows<T, kHeadDim>(tile, kBlockN, warp * 32, row_address(base, off),
-                                  reinterpret_cast<const char*>(base), lane);
+      copy_warp_rows<T, kHeadDim, kKvRowsPerWarp>(tile, kBlockN, warp * kKvRowsPerWarp,
+                                                  row_address(base, off),
+                                                  reinterpret_cast<const char*>(base), lane);
       signal_full(ring.bar(full));
     }
     ring.advance();

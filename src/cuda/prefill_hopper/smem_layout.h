@@ -3,7 +3,8 @@
 // descriptors, as constexpr host+device code so a host test (tests/test_prefill_hopper_layout
 // .cpp) checks them against the PTX ISA's canonical layouts.
 //
-// Tiles (Q: 128 query rows, K and V: 128 keys) hold rows of head_dim 16-bit elements in the
+// Tiles (Q: 128 query rows, K and V: 128 keys; 64 at head_dim 256) hold rows of head_dim
+// 16-bit elements in the
 // wgmma "128-byte swizzle" layout (PTX ISA 9.7.15.5.1.2, Figure "K major 128B swizzling"):
 //   - a row is cut into 64-element column blocks (128 bytes = one swizzle row);
 //   - column block cb of all R rows is one contiguous R x 128-byte array, at cb * R * 128;
@@ -28,14 +29,18 @@ constexpr int kChunkBytes = 16;
 
 template <int kHeadDim>
 struct TileConfig {
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "Hopper prefill: head_dim 64 or 128");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
+                "Hopper prefill: head_dim 64, 128 or 256");
   static constexpr int kBlockM = 128;  // query rows of an M tile: two consumer warpgroups x 64
-  static constexpr int kBlockN = 128;  // keys of a K/V tile (wgmma N of S = Q K^T)
+  // Keys of a K/V tile (wgmma N of S = Q K^T). At head_dim 256 a consumer thread's O alone
+  // takes 128 registers, so S gets 64 keys (32 registers) to stay inside kConsumerRegs; the
+  // FLOPs per K/V tile are those of head_dim 128 with 128 keys.
+  static constexpr int kBlockN = kHeadDim == 256 ? 64 : 128;
   // Ring depths. V gets one stage more than K where shared memory allows: a V stage frees
   // only when P V of its tile completes, half an iteration after K's S GEMM does, and with two
   // V stages the consumers waited on V (ncu stall sampling, bench/NOTES.md).
   static constexpr int kKStages = kHeadDim == 64 ? 3 : 2;
-  static constexpr int kVStages = kHeadDim == 64 ? 4 : 3;
+  static constexpr int kVStages = kHeadDim == 64 ? 4 : kHeadDim == 128 ? 3 : 2;
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);  // + the load warpgroup
   static constexpr int kWarpgroupRows = 64;  // wgmma M
@@ -51,8 +56,11 @@ struct TileConfig {
 
   static constexpr int kQBytes = kBlockM * kRowBytes;
   static constexpr int kKvBytes = kBlockN * kRowBytes;
-  static constexpr int kOBytes = kBlockM * kRowBytes;  // epilogue staging (own buffer, so the
-                                                       // next tile's Q can load meanwhile)
+  // Epilogue staging: its own buffer, so the next tile's Q loads meanwhile; at head_dim 256
+  // there is no room for one (Q 64 KB + 2 x 2 K/V stages of 32 KB), and the epilogue stages
+  // in the Q tile instead (its warpgroup's own rows), releasing Q after it (kStageInQ).
+  static constexpr bool kStageInQ = kHeadDim == 256;
+  static constexpr int kOBytes = kStageInQ ? 0 : kBlockM * kRowBytes;
   // Shared-memory plan, from a 1024-byte aligned base (every tile is a whole number of
   // swizzle atoms, so every tile and every column block starts 1024-aligned).
   static constexpr int kQOffset = 0;
