@@ -152,14 +152,14 @@ TEST(PrefillHopperLayout, SharedMemoryPlanFits) {
   using C256 = hp::TileConfig<256>;
   EXPECT_EQ(C128::kKOffset % 1024, 0);
   EXPECT_EQ(C128::kVOffset % 1024, 0);
-  EXPECT_EQ(C128::kOOffset % 1024, 0);
   EXPECT_LE(C128::kSmemLaunchBytes, 227 * 1024);
   EXPECT_LE(C64::kSmemLaunchBytes, 227 * 1024);
   EXPECT_LE(C256::kSmemLaunchBytes, 227 * 1024);
   EXPECT_EQ(C256::kVOffset % 1024, 0);
-  // head_dim 256 stages the epilogue in the Q tile: it must hold the 128 x 256 output.
-  EXPECT_TRUE(C256::kStageInQ);
-  EXPECT_GE(C256::kQBytes, C256::kBlockM * 256 * 2);
+  // The epilogue stages the 128 x head_dim output in the tile's Q stage.
+  EXPECT_EQ(C256::kQBytes, C256::kBlockM * 256 * 2);
+  EXPECT_EQ(C128::kQBytes, C128::kBlockM * 128 * 2);
+  EXPECT_EQ(C128::kQStages, 2);
   // LBO of V fits the 14-bit field.
   EXPECT_LT(hp::desc_encode(C128::kBlockN * 128), (1u << 14));
 }

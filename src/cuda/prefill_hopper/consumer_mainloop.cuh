@@ -40,19 +40,19 @@ struct Consumer {
   const HopperArgs& a;
   const SmemPlan<kHeadDim>& s;
   int wg, t, lane;
-  uint64_t q_desc;  // this warpgroup's 64 Q rows
 
   __device__ __forceinline__ Consumer(const HopperArgs& args, const SmemPlan<kHeadDim>& plan,
                                       int warpgroup)
       : a(args), s(plan), wg(warpgroup) {
     t = int(threadIdx.x) - 128 * (1 + wg);
     lane = t & 31;
-    q_desc = k_major_desc(s.q + uint32_t(wg * Cfg::kWarpgroupRows * kSwizzleRowBytes));
   }
 
   // ---- GEMMs -----------------------------------------------------------------------------
 
-  __device__ __forceinline__ void qk(float (&acc)[kKeyTiles][4], uint32_t k_tile) const {
+  // q_desc: this warpgroup's 64 rows of the tile's Q stage (q_rows_desc).
+  __device__ __forceinline__ void qk(float (&acc)[kKeyTiles][4], uint64_t q_desc,
+                                     uint32_t k_tile) const {
     const uint64_t k_desc = k_major_desc(k_tile);
     sm90::fence_operands(acc);
     sm90::wgmma_fence();
@@ -146,12 +146,14 @@ struct Consumer {
 
     r.q.wait_full(s.q_full);
     sm90::fence_proxy_async();
+    const uint64_t q_desc =
+        k_major_desc(s.q_tile(r.q.stage) + uint32_t(wg * Cfg::kWarpgroupRows * kSwizzleRowBytes));
 
     // First (highest) tile: S, softmax, P; nothing to overlap with yet.
     int n = tile.n_end - 1;
     r.k.wait_full(s.k_full);
     sm90::fence_proxy_async();
-    qk(acc, s.k_tile(r.k.stage));
+    qk(acc, q_desc, s.k_tile(r.k.stage));
     sm90::wgmma_wait<0>();
     sm90::fence_operands(acc);
     sm90::mbarrier_arrive(r.k.bar(s.k_empty));
@@ -163,7 +165,7 @@ struct Consumer {
       r.k.wait_full(s.k_full);
       sm90::fence_proxy_async();
       sched_wait();
-      qk(acc, s.k_tile(r.k.stage));
+      qk(acc, q_desc, s.k_tile(r.k.stage));
       r.v.wait_full(s.v_full);
       sm90::fence_proxy_async();
       pv(o, p, s.v_tile(r.v.stage));
@@ -185,9 +187,6 @@ struct Consumer {
       rescale_rows(o, o_scale);
       pack_p(p, acc);
     }
-    // Every S GEMM of the tile has completed: the producer may load the next Q (unless the
-    // epilogue stages in the Q tile).
-    if constexpr (!Cfg::kStageInQ) release_q(r);
 
     r.v.wait_full(s.v_full);
     sm90::fence_proxy_async();
@@ -197,20 +196,17 @@ struct Consumer {
     sm90::mbarrier_arrive(r.v.bar(s.v_empty));
     r.v.advance();
 
-    Epilogue<T, kHeadDim>{a.k, s.o_staging(), wg, t}.store(tile, o, softmax.m, softmax.d);
-    if constexpr (Cfg::kStageInQ) release_q(r);
+    // The epilogue stages O in this tile's Q stage, then frees it for a later tile's Q.
+    Epilogue<T, kHeadDim>{a.k, s.o_staging(r.q.stage), wg, t}.store(tile, o, softmax.m, softmax.d);
+    sm90::mbarrier_arrive(r.q.bar(s.q_empty));
+    r.q.advance();
   }
 
   struct Rings {
-    Ring<1> q;
+    Ring<Cfg::kQStages> q;
     Ring<Cfg::kKStages> k;
     Ring<Cfg::kVStages> v;
   };
-
-  __device__ __forceinline__ void release_q(Rings& r) const {
-    sm90::mbarrier_arrive(s.q_empty);
-    r.q.advance();
-  }
 
   __device__ __forceinline__ void run() const {
     // Warpgroup 0 issues first: the pending arrival on its own barrier lets its first
@@ -221,7 +217,7 @@ struct Consumer {
       MTile tile;
       if (!resolve_m_tile<kBlockN>(a, vt, tile)) continue;
       if (tile.n_end <= tile.n_begin) {
-        Epilogue<T, kHeadDim>{a.k, s.o_staging(), wg, t}.store_empty(tile);
+        Epilogue<T, kHeadDim>{a.k, nullptr, wg, t}.store_empty(tile);
         continue;
       }
       run_tile(tile, r);

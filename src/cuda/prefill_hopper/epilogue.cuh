@@ -1,18 +1,18 @@
 #pragma once
 // Epilogue of an M tile, per consumer warpgroup (its 64 rows): O / d in T staged through
-// shared memory (the block's O buffer, or the Q tile where TileConfig::kStageInQ), then
-// 16-byte stores of whole row chunks; LSE (f32, natural log) per row. A row that saw no key
-// has d = 0: zeros and -inf (DESIGN.md).
+// shared memory (the tile's own Q stage: no separate O buffer, smem_layout.h), then 16-byte
+// stores of whole row chunks; LSE (f32, natural log) per row. A row that saw no key has
+// d = 0: zeros and -inf (DESIGN.md).
 //
 // Staging uses the Q tile's swizzled layout (tile_chunk_offset over kBlockM rows), so a
-// warpgroup's rows occupy exactly its own Q rows: in the Q tile it never touches the other
-// warpgroup's rows, whose last S GEMM may still run. Both the 4-byte fragment writes (a warp
-// covers 8 rows x 4 words of one chunk: the XOR spreads the rows over all 32 banks) and the
-// 16-byte reads (8 lanes read one 128-byte swizzle row) are free of bank conflicts.
+// warpgroup's rows occupy exactly its own Q rows and never the other warpgroup's, whose last
+// S GEMM may still run. Both the 4-byte fragment writes (a warp covers 8 rows x 4 words of
+// one chunk: the XOR spreads the rows over all 32 banks) and the 16-byte reads (8 lanes read
+// one 128-byte swizzle row) are free of bank conflicts.
 //
-// The staging rows of a warpgroup are its own, so only its 128 threads synchronise (named
-// barrier): once before writing (its previous tile's stores have read the rows) and once
-// before reading back.
+// Only the warpgroup's 128 threads synchronise (named barrier): once before writing (every
+// warp's S GEMMs, which read these Q rows, have completed) and once before reading back. The
+// caller frees the Q stage afterwards.
 #include <cstdint>
 
 #include "cuda/prefill_hopper/scheduler.cuh"
@@ -30,8 +30,7 @@ constexpr uint32_t kEpilogueBarrier = 3;  // + consumer warpgroup (ids 3, 4)
 template <class T, int kHeadDim>
 struct Epilogue {
   using Cfg = TileConfig<kHeadDim>;
-  // prefill_tc's staging helpers read kDimTiles and kRowBytes from its config, equal here.
-  // prefill_tc's LSE writer reads its config's types only.
+  // prefill_tc's LSE writer takes its config as a template argument.
   using TcCfg = prefill_tc::TileConfig<kHeadDim>;
   static constexpr int kRowsPerPass = 128 / Cfg::kChunks;
 

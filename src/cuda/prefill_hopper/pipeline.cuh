@@ -41,7 +41,7 @@ template <int kHeadDim>
 struct SmemPlan {
   using Cfg = TileConfig<kHeadDim>;
   uint8_t* base;  // 1024-byte aligned
-  uint32_t q, k, v, o;
+  uint32_t q, k, v;
   uint32_t q_full, q_empty, k_full, k_empty, v_full, v_empty;  // first barrier of each array
 
   __device__ __forceinline__ explicit SmemPlan(uint8_t* raw) {
@@ -52,25 +52,27 @@ struct SmemPlan {
     q = b + Cfg::kQOffset;
     k = b + Cfg::kKOffset;
     v = b + Cfg::kVOffset;
-    o = b + Cfg::kOOffset;
     q_full = b + Cfg::kBarrierOffset;
-    q_empty = q_full + kBarrierBytes;
-    k_full = q_empty + kBarrierBytes;
+    q_empty = q_full + kBarrierBytes * Cfg::kQStages;
+    k_full = q_empty + kBarrierBytes * Cfg::kQStages;
     k_empty = k_full + kBarrierBytes * Cfg::kKStages;
     v_full = k_empty + kBarrierBytes * Cfg::kKStages;
     v_empty = v_full + kBarrierBytes * Cfg::kVStages;
   }
   __device__ __forceinline__ uint32_t k_tile(int stage) const { return k + stage * Cfg::kKvBytes; }
   __device__ __forceinline__ uint32_t v_tile(int stage) const { return v + stage * Cfg::kKvBytes; }
-  // The epilogue's staging buffer (TileConfig::kStageInQ: the Q tile).
-  __device__ __forceinline__ uint8_t* o_staging() const {
-    return base + (Cfg::kStageInQ ? Cfg::kQOffset : Cfg::kOOffset);
+  __device__ __forceinline__ uint32_t q_tile(int stage) const { return q + stage * Cfg::kQBytes; }
+  // The epilogue's staging buffer: the tile's Q stage.
+  __device__ __forceinline__ uint8_t* o_staging(int q_stage) const {
+    return base + Cfg::kQOffset + q_stage * Cfg::kQBytes;
   }
 
   // One thread, before the block's first __syncthreads.
   __device__ __forceinline__ void init_barriers() const {
-    sm90::mbarrier_init(q_full, kProducerThreads);
-    sm90::mbarrier_init(q_empty, kConsumerThreads);
+    for (int i = 0; i < Cfg::kQStages; ++i) {
+      sm90::mbarrier_init(q_full + kBarrierBytes * i, kProducerThreads);
+      sm90::mbarrier_init(q_empty + kBarrierBytes * i, kConsumerThreads);
+    }
     for (int i = 0; i < Cfg::kKStages; ++i) {
       sm90::mbarrier_init(k_full + kBarrierBytes * i, kProducerThreads);
       sm90::mbarrier_init(k_empty + kBarrierBytes * i, kConsumerThreads);

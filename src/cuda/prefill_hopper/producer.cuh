@@ -125,7 +125,7 @@ struct Producer {
     return src;
   }
 
-  __device__ __forceinline__ void load_q(const MTile& t) const {
+  __device__ __forceinline__ void load_q(const MTile& t, uint32_t tile) const {
     const prefill_tc::KernelArgs& k = a.k;
     const int r = warp * kQRowsPerWarp + lane;
     int64_t off = -1;
@@ -136,7 +136,7 @@ struct Producer {
                                      k.p.q_stride_token, k.p.q_stride_head);
     }
     const T* q = static_cast<const T*>(k.p.q);
-    copy_warp_rows<T, kHeadDim, kQRowsPerWarp>(s.q, Cfg::kBlockM, warp * kQRowsPerWarp,
+    copy_warp_rows<T, kHeadDim, kQRowsPerWarp>(tile, Cfg::kBlockM, warp * kQRowsPerWarp,
                                                row_address(q, off),
                                                reinterpret_cast<const char*>(q), lane);
   }
@@ -179,15 +179,15 @@ struct Producer {
   // S = Q K_n^T before O += P V_{n+1}. V_{n+1} is issued before K_n: its stage (one more
   // than K has) frees earlier than K_n's, so it never waits behind K's empty barrier.
   __device__ __forceinline__ void run() const {
-    Ring<1> q_ring;
+    Ring<Cfg::kQStages> q_ring;
     Ring<Cfg::kKStages> k_ring;
     Ring<Cfg::kVStages> v_ring;
     for (int64_t vt = blockIdx.x; vt < a.num_virtual; vt += gridDim.x) {
       MTile t;
       if (!resolve_m_tile<kBlockN>(a, vt, t) || t.n_end <= t.n_begin) continue;
       q_ring.wait_empty(s.q_empty);
-      load_q(t);
-      signal_full(s.q_full);
+      load_q(t, s.q_tile(q_ring.stage));
+      signal_full(q_ring.bar(s.q_full));
       q_ring.advance();
 
       int n = t.n_end - 1;

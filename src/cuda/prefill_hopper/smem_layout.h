@@ -56,19 +56,19 @@ struct TileConfig {
 
   static constexpr int kQBytes = kBlockM * kRowBytes;
   static constexpr int kKvBytes = kBlockN * kRowBytes;
-  // Epilogue staging: its own buffer, so the next tile's Q loads meanwhile; at head_dim 256
-  // there is no room for one (Q 64 KB + 2 x 2 K/V stages of 32 KB), and the epilogue stages
-  // in the Q tile instead (its warpgroup's own rows), releasing Q after it (kStageInQ).
-  static constexpr bool kStageInQ = kHeadDim == 256;
-  static constexpr int kOBytes = kStageInQ ? 0 : kBlockM * kRowBytes;
+  // Q ring: two stages, so the next M tile's Q loads while this one runs (a single Q buffer
+  // freed only after the tile's last S GEMM left each tile start waiting for its Q); one at
+  // head_dim 256, where 2 x 64 KB do not fit beside the K/V stages.
+  static constexpr int kQStages = kHeadDim == 256 ? 1 : 2;
+  // The epilogue stages O in the tile's own Q stage (each warpgroup in its own rows,
+  // epilogue.cuh) and releases the stage after it: no separate O buffer.
   // Shared-memory plan, from a 1024-byte aligned base (every tile is a whole number of
   // swizzle atoms, so every tile and every column block starts 1024-aligned).
   static constexpr int kQOffset = 0;
-  static constexpr int kKOffset = kQOffset + kQBytes;
+  static constexpr int kKOffset = kQOffset + kQStages * kQBytes;
   static constexpr int kVOffset = kKOffset + kKStages * kKvBytes;
-  static constexpr int kOOffset = kVOffset + kVStages * kKvBytes;
-  static constexpr int kBarrierOffset = kOOffset + kOBytes;
-  static constexpr int kNumBarriers = 2 + 2 * (kKStages + kVStages);  // Q, K, V full/empty
+  static constexpr int kBarrierOffset = kVOffset + kVStages * kKvBytes;
+  static constexpr int kNumBarriers = 2 * (kQStages + kKStages + kVStages);  // full/empty
   static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8;
   // The dynamic shared-memory base is only 16-byte aligned by contract: ask for one atom more
   // and round up at run time.
