@@ -122,18 +122,12 @@ struct Consumer {
     sm90::named_arrive(kSchedulerBarrier + (1 - wg), kConsumerThreads);
   }
 
+  // One M tile whose Q stage is full; `all`: the keys every row of this warpgroup sees.
   template <class Rings>
-  __device__ __forceinline__ void run_tile(const MTile& tile, Rings& r) const {
+  __device__ __forceinline__ void run_tile(const MTile& tile, const KeyRange& all, Rings& r) const {
     const int warp_row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * 16;
     RowKeys rk;
     rk.init(a.k, tile.g, tile.rows, warp_row0 + (lane >> 2));
-    // Keys every row of this warpgroup sees: tiles inside need no per-element work.
-    PackedRows wg_rows = tile.rows;
-    wg_rows.first += wg * Cfg::kWarpgroupRows;
-    wg_rows.count = min(Cfg::kWarpgroupRows, tile.rows.count - wg * Cfg::kWarpgroupRows);
-    const KeyRange all = wg_rows.count > 0
-                             ? prefill_tc::tile_key_ranges(a.k, tile.g, wg_rows).all
-                             : KeyRange{};
 
     RowSoftmax<kKeyTiles> softmax;
     softmax.init();
@@ -144,8 +138,6 @@ struct Consumer {
     uint32_t p[kPvSteps][4];
     float o_scale[2];
 
-    r.q.wait_full(s.q_full);
-    sm90::fence_proxy_async();
     const uint64_t q_desc =
         k_major_desc(s.q_tile(r.q.stage) + uint32_t(wg * Cfg::kWarpgroupRows * kSwizzleRowBytes));
 
@@ -198,8 +190,7 @@ struct Consumer {
 
     // The epilogue stages O in this tile's Q stage, then frees it for a later tile's Q.
     Epilogue<T, kHeadDim>{a.k, s.o_staging(r.q.stage), wg, t}.store(tile, o, softmax.m, softmax.d);
-    sm90::mbarrier_arrive(r.q.bar(s.q_empty));
-    r.q.advance();
+    release_q(r);
   }
 
   struct Rings {
@@ -208,19 +199,31 @@ struct Consumer {
     Ring<Cfg::kVStages> v;
   };
 
+  __device__ __forceinline__ void release_q(Rings& r) const {
+    sm90::mbarrier_arrive(r.q.bar(s.q_empty));
+    r.q.advance();
+  }
+
   __device__ __forceinline__ void run() const {
     // Warpgroup 0 issues first: the pending arrival on its own barrier lets its first
     // sched_wait pass (afterwards each warpgroup passes the turn once per K/V tile).
     if (wg == 0) sm90::named_arrive(kSchedulerBarrier, kConsumerThreads);
     Rings r;
-    for (int64_t vt = blockIdx.x; vt < a.num_virtual; vt += gridDim.x) {
-      MTile tile;
-      if (!resolve_m_tile<kBlockN>(a, vt, tile)) continue;
-      if (tile.n_end <= tile.n_begin) {
+    // The producer's tile slots give the sequence of M tiles (scheduler.cuh, TileSlot).
+    for (;;) {
+      r.q.wait_full(s.q_full);
+      sm90::fence_proxy_async();
+      const TileSlot& slot = *reinterpret_cast<const TileSlot*>(s.tile_slot(r.q.stage));
+      const int state = slot.state;
+      if (state == TileSlot::kDone) break;
+      const MTile tile = slot.tile;
+      const KeyRange all = slot.wg_all[wg];
+      if (state == TileSlot::kEmpty) {
         Epilogue<T, kHeadDim>{a.k, nullptr, wg, t}.store_empty(tile);
+        release_q(r);
         continue;
       }
-      run_tile(tile, r);
+      run_tile(tile, all, r);
     }
   }
 };

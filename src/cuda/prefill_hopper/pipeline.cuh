@@ -3,7 +3,8 @@
 // producer and consumers step through in the same order.
 //
 // Each buffer (Q; K stage i; V stage i) has a "full" barrier (expects one arrival per producer
-// thread: cp.async.mbarrier.arrive.noinc, when that thread's copies have landed) and an
+// thread: cp.async.mbarrier.arrive.noinc, when that thread's copies have landed; Q's one more,
+// a plain arrival, with release semantics, after the stage's tile slot was written) and an
 // "empty" barrier (one arrival per consumer thread, after its warpgroup's last wgmma reading
 // the buffer has completed). Use u of a buffer (u = 0, 1, ...) waits for full phase u, i.e.
 // parity u & 1; the producer's use u waits for empty phase u - 1, parity (u & 1) ^ 1, which
@@ -43,6 +44,7 @@ struct SmemPlan {
   uint8_t* base;  // 1024-byte aligned
   uint32_t q, k, v;
   uint32_t q_full, q_empty, k_full, k_empty, v_full, v_empty;  // first barrier of each array
+  uint8_t* tile_slots;
 
   __device__ __forceinline__ explicit SmemPlan(uint8_t* raw) {
     const uint32_t raw_addr = sm90::smem_u32(raw);
@@ -58,10 +60,15 @@ struct SmemPlan {
     k_empty = k_full + kBarrierBytes * Cfg::kKStages;
     v_full = k_empty + kBarrierBytes * Cfg::kKStages;
     v_empty = v_full + kBarrierBytes * Cfg::kVStages;
+    tile_slots = base + Cfg::kTileSlotOffset;
   }
   __device__ __forceinline__ uint32_t k_tile(int stage) const { return k + stage * Cfg::kKvBytes; }
   __device__ __forceinline__ uint32_t v_tile(int stage) const { return v + stage * Cfg::kKvBytes; }
   __device__ __forceinline__ uint32_t q_tile(int stage) const { return q + stage * Cfg::kQBytes; }
+  // The TileSlot (scheduler.cuh) of the M tile whose Q is in `stage`.
+  __device__ __forceinline__ uint8_t* tile_slot(int stage) const {
+    return tile_slots + stage * kTileSlotBytes;
+  }
   // The epilogue's staging buffer: the tile's Q stage.
   __device__ __forceinline__ uint8_t* o_staging(int q_stage) const {
     return base + Cfg::kQOffset + q_stage * Cfg::kQBytes;
@@ -70,7 +77,8 @@ struct SmemPlan {
   // One thread, before the block's first __syncthreads.
   __device__ __forceinline__ void init_barriers() const {
     for (int i = 0; i < Cfg::kQStages; ++i) {
-      sm90::mbarrier_init(q_full + kBarrierBytes * i, kProducerThreads);
+      // + 1: the producer thread that wrote the stage's tile slot arrives once more.
+      sm90::mbarrier_init(q_full + kBarrierBytes * i, kProducerThreads + 1);
       sm90::mbarrier_init(q_empty + kBarrierBytes * i, kConsumerThreads);
     }
     for (int i = 0; i < Cfg::kKStages; ++i) {

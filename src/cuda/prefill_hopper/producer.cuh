@@ -174,21 +174,42 @@ struct Producer {
             k.p.v_stride_token, k.p.v_stride_head);
   }
 
-  // The whole schedule of this block. K/V tiles go last to first (the consumers' order: the
-  // partial and diagonal tiles come first), V one tile behind K: the consumers issue
-  // S = Q K_n^T before O += P V_{n+1}. V_{n+1} is issued before K_n: its stage (one more
-  // than K has) frees earlier than K_n's, so it never waits behind K's empty barrier.
+  // Publishes the M tile of q_ring's stage to the consumers (its tile slot, written by one
+  // thread) and marks the stage sent: the consumers' wait on its full barrier covers both
+  // the slot and the Q copies.
+  template <class QRing>
+  __device__ __forceinline__ void publish(const MTile& t, int state, const QRing& q_ring) const {
+    const uint32_t full = q_ring.bar(s.q_full);
+    if (threadIdx.x == 0) {
+      TileSlot& slot = *reinterpret_cast<TileSlot*>(s.tile_slot(q_ring.stage));
+      slot.tile = t;
+      slot.wg_all[0] = warpgroup_all_keys(a.k, t, 0);
+      slot.wg_all[1] = warpgroup_all_keys(a.k, t, 1);
+      slot.state = state;
+      sm90::mbarrier_arrive(full);  // release: the slot is visible to whoever sees the phase
+    }
+    signal_full(full);
+  }
+
+  // The whole schedule of this block. Every M tile goes through a Q stage (a tile no row of
+  // which sees a key with its slot only, no copies); then one kDone slot ends the consumers'
+  // loop. K/V tiles go last to first (the consumers' order: the partial and diagonal tiles
+  // come first), V one tile behind K: the consumers issue S = Q K_n^T before
+  // O += P V_{n+1}. V_{n+1} is issued before K_n: its stage (one more than K has) frees
+  // earlier than K_n's, so it never waits behind K's empty barrier.
   __device__ __forceinline__ void run() const {
     Ring<Cfg::kQStages> q_ring;
     Ring<Cfg::kKStages> k_ring;
     Ring<Cfg::kVStages> v_ring;
     for (int64_t vt = blockIdx.x; vt < a.num_virtual; vt += gridDim.x) {
       MTile t;
-      if (!resolve_m_tile<kBlockN>(a, vt, t) || t.n_end <= t.n_begin) continue;
+      if (!resolve_m_tile<kBlockN>(a, vt, t)) continue;
+      const bool empty = t.n_end <= t.n_begin;
       q_ring.wait_empty(s.q_empty);
-      load_q(t, s.q_tile(q_ring.stage));
-      signal_full(q_ring.bar(s.q_full));
+      if (!empty) load_q(t, s.q_tile(q_ring.stage));
+      publish(t, empty ? TileSlot::kEmpty : TileSlot::kRun, q_ring);
       q_ring.advance();
+      if (empty) continue;
 
       int n = t.n_end - 1;
       KvRowSource cur = lookup(t, n);
@@ -203,6 +224,8 @@ struct Producer {
       }
       load_v(t, cur, v_ring);
     }
+    q_ring.wait_empty(s.q_empty);
+    publish(MTile{}, TileSlot::kDone, q_ring);
     // Copies still in flight complete on their barriers regardless; waiting keeps this
     // thread's outstanding cp.async from outliving it.
     sm90::cp_async_wait_all();

@@ -74,6 +74,30 @@ __device__ __forceinline__ void split_band(int64_t rest, int64_t units, int head
   unit = within / heads_here;
 }
 
+// What the producer hands the consumers with each Q stage (pipeline.cuh, tile slots): the
+// resolved M tile and, per consumer warpgroup, the keys all of its rows see. The producer
+// runs ahead, so the consumers start a tile without the schedule's divisions and the row
+// geometry's dependent global loads on their critical path. After the last tile the
+// producer publishes one slot in state kDone.
+struct TileSlot {
+  enum State : int { kRun = 0, kEmpty = 1, kDone = 2 };  // kEmpty: no row sees a key
+  MTile tile;
+  prefill_tc::KeyRange wg_all[2];
+  int state;
+};
+static_assert(sizeof(TileSlot) <= kTileSlotBytes);
+
+// Keys every row of consumer warpgroup wg's 64 rows of the tile sees (those tiles need no
+// per-element masking); empty when the warpgroup has no rows.
+__device__ __forceinline__ prefill_tc::KeyRange warpgroup_all_keys(const prefill_tc::KernelArgs& k,
+                                                                   const MTile& t, int wg) {
+  constexpr int kWarpgroupRows = 64;
+  PackedRows rows = t.rows;
+  rows.first += wg * kWarpgroupRows;
+  rows.count = min(kWarpgroupRows, t.rows.count - wg * kWarpgroupRows);
+  return rows.count > 0 ? prefill_tc::tile_key_ranges(k, t.g, rows).all : prefill_tc::KeyRange{};
+}
+
 __device__ __forceinline__ const int32_t* work_item(const HopperArgs& a, int64_t w) {
   return a.k.p.work_ints + Workspace::Impl::kHeaderInts + w * Workspace::Impl::kWorkFields;
 }

@@ -26,6 +26,7 @@ namespace flashpage::cuda::prefill_hopper {
 constexpr int kSwizzleRowBytes = 128;  // one 128B-swizzle row: 64 16-bit elements
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleRowBytes;  // the 8-row pattern that repeats
 constexpr int kChunkBytes = 16;
+constexpr int kTileSlotBytes = 128;  // shared-memory room for one TileSlot (scheduler.cuh)
 
 template <int kHeadDim>
 struct TileConfig {
@@ -69,7 +70,10 @@ struct TileConfig {
   static constexpr int kVOffset = kKOffset + kKStages * kKvBytes;
   static constexpr int kBarrierOffset = kVOffset + kVStages * kKvBytes;
   static constexpr int kNumBarriers = 2 * (kQStages + kKStages + kVStages);  // full/empty
-  static constexpr int kSmemBytes = kBarrierOffset + kNumBarriers * 8;
+  // One tile slot per Q stage: what the producer resolved about the stage's M tile
+  // (scheduler.cuh, TileSlot), so the consumers need not resolve it again.
+  static constexpr int kTileSlotOffset = kBarrierOffset + kNumBarriers * 8;
+  static constexpr int kSmemBytes = kTileSlotOffset + kQStages * kTileSlotBytes;
   // The dynamic shared-memory base is only 16-byte aligned by contract: ask for one atom more
   // and round up at run time.
   static constexpr int kSmemLaunchBytes = kSmemBytes + kSwizzleAtomBytes;
