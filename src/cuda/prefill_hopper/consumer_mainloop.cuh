@@ -116,10 +116,10 @@ struct Consumer {
   }
 
   __device__ __forceinline__ void sched_wait() const {
-    sm90::named_sync(kSchedulerBarrier + wg, kConsumerThreads);
+    if (a.pingpong) sm90::named_sync(kSchedulerBarrier + wg, kConsumerThreads);
   }
   __device__ __forceinline__ void sched_pass() const {
-    sm90::named_arrive(kSchedulerBarrier + (1 - wg), kConsumerThreads);
+    if (a.pingpong) sm90::named_arrive(kSchedulerBarrier + (1 - wg), kConsumerThreads);
   }
 
   // One M tile whose Q stage is full; `all`: the keys every row of this warpgroup sees.
@@ -207,7 +207,7 @@ struct Consumer {
   __device__ __forceinline__ void run() const {
     // Warpgroup 0 issues first: the pending arrival on its own barrier lets its first
     // sched_wait pass (afterwards each warpgroup passes the turn once per K/V tile).
-    if (wg == 0) sm90::named_arrive(kSchedulerBarrier, kConsumerThreads);
+    if (wg == 0 && a.pingpong) sm90::named_arrive(kSchedulerBarrier, kConsumerThreads);
     Rings r;
     // The producer's tile slots give the sequence of M tiles (scheduler.cuh, TileSlot).
     for (;;) {

@@ -45,6 +45,9 @@ struct HopperArgs {
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
   // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual).
   int ablate = 0;
+  // The consumer warpgroups take turns issuing their GEMMs (consumer_mainloop.cuh); 0 lets
+  // them issue freely (FLASHPAGE_PREFILL_PINGPONG=0, an A/B knob: results stay correct).
+  int pingpong = 1;
 };
 
 // What one M tile is, with its key range and K/V tiles [n_begin, n_end) (tile n covers keys
