@@ -9,7 +9,9 @@
 // with the S GEMM of tile n issued before the P V GEMM of tile n + 1, so the softmax of S_n
 // runs while the tensor cores still work on P_{n+1} V_{n+1} (intra-warpgroup overlap), and
 // the two warpgroups take turns issuing their GEMMs (named barriers 1 and 2), so one
-// warpgroup's softmax overlaps the other's GEMMs (inter-warpgroup ping-pong).
+// warpgroup's softmax overlaps the other's GEMMs (inter-warpgroup ping-pong). Where two Q
+// stages allow, the same overlap continues across M tiles: the next tile's first S GEMM
+// goes before this tile's last P V (run(), kCrossTile).
 //
 // Register rules of wgmma (PTX ISA 9.7.15): accumulators and A registers belong to the
 // tensor cores from the wgmma until the wgmma_wait that covers it; ordinary writes to them
@@ -122,76 +124,19 @@ struct Consumer {
     if (a.pingpong) sm90::named_arrive(kSchedulerBarrier + (1 - wg), kConsumerThreads);
   }
 
-  // One M tile whose Q stage is full; `all`: the keys every row of this warpgroup sees.
-  template <class Rings>
-  __device__ __forceinline__ void run_tile(const MTile& tile, const KeyRange& all, Rings& r) const {
-    const int warp_row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * 16;
-    RowKeys rk;
-    rk.init(a.k, tile.g, tile.rows, warp_row0 + (lane >> 2));
-
-    RowSoftmax<kKeyTiles> softmax;
-    softmax.init();
-    float o[kDimTiles][4];
-#pragma unroll
-    for (int dt = 0; dt < kDimTiles; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
-    float acc[kKeyTiles][4];
-    uint32_t p[kPvSteps][4];
-    float o_scale[2];
-
-    const uint64_t q_desc =
-        k_major_desc(s.q_tile(r.q.stage) + uint32_t(wg * Cfg::kWarpgroupRows * kSwizzleRowBytes));
-
-    // First (highest) tile: S, softmax, P; nothing to overlap with yet.
-    int n = tile.n_end - 1;
-    r.k.wait_full(s.k_full);
-    sm90::fence_proxy_async();
-    qk(acc, q_desc, s.k_tile(r.k.stage));
-    sm90::wgmma_wait<0>();
-    sm90::fence_operands(acc);
-    sm90::mbarrier_arrive(r.k.bar(s.k_empty));
-    r.k.advance();
-    softmax.update(acc, logits(acc, n, rk, all), o_scale);
-    pack_p(p, acc);
-
-    for (--n; n >= tile.n_begin; --n) {
-      r.k.wait_full(s.k_full);
-      sm90::fence_proxy_async();
-      sched_wait();
-      qk(acc, q_desc, s.k_tile(r.k.stage));
-      r.v.wait_full(s.v_full);
-      sm90::fence_proxy_async();
-      pv(o, p, s.v_tile(r.v.stage));
-      sched_pass();
-      sm90::wgmma_wait<1>();  // S_n is done (P V of tile n + 1 may still run)
-      sm90::fence_operands(acc);
-      sm90::mbarrier_arrive(r.k.bar(s.k_empty));
-      r.k.advance();
-      if ((a.ablate & 1) == 0) {
-        softmax.update(acc, logits(acc, n, rk, all), o_scale);
-      } else {
-        o_scale[0] = o_scale[1] = 1.0f;
-      }
-      sm90::wgmma_wait<0>();  // P V done: O and P are ours again
-      sm90::fence_operands(o);
-      sm90::fence_operands(p);
-      sm90::mbarrier_arrive(r.v.bar(s.v_empty));
-      r.v.advance();
-      rescale_rows(o, o_scale);
-      pack_p(p, acc);
-    }
-
-    r.v.wait_full(s.v_full);
-    sm90::fence_proxy_async();
-    pv(o, p, s.v_tile(r.v.stage));
-    sm90::wgmma_wait<0>();
-    sm90::fence_operands(o);
-    sm90::mbarrier_arrive(r.v.bar(s.v_empty));
-    r.v.advance();
-
-    // The epilogue stages O in this tile's Q stage, then frees it for a later tile's Q.
-    Epilogue<T, kHeadDim>{a.k, s.o_staging(r.q.stage), wg, t}.store(tile, o, softmax.m, softmax.d);
-    release_q(r);
-  }
+  // ---- the sequence of M tiles --------------------------------------------------------------
+  //
+  // The producer's tile slots give the M tiles in order (scheduler.cuh, TileSlot). A tile's
+  // slot and its Q stage stay valid until the consumers release the stage after the tile's
+  // epilogue, so what the epilogue needs is read from the slot then, not kept in registers.
+  //
+  // With two Q stages (kCrossTile) consecutive tiles are pipelined: the next tile's first
+  // S GEMM is issued before this tile's last P V, exactly as inside a tile, so the boundary
+  // costs one ordinary iteration plus the epilogue instead of an unoverlapped P V, an
+  // unoverlapped S GEMM and its softmax (a third of the math warpgroups' time at 8 K/V
+  // tiles per M tile, bench/NOTES.md). With one Q stage (head_dim 256) the next tile's Q
+  // cannot load before this tile's epilogue released the stage: tiles run one after another.
+  static constexpr bool kCrossTile = Cfg::kQStages > 1;
 
   struct Rings {
     Ring<Cfg::kQStages> q;
@@ -199,31 +144,162 @@ struct Consumer {
     Ring<Cfg::kVStages> v;
   };
 
-  __device__ __forceinline__ void release_q(Rings& r) const {
-    sm90::mbarrier_arrive(r.q.bar(s.q_empty));
+  // What the main loop of a tile needs in registers.
+  struct TileRegs {
+    int q_stage, n_begin, n_end;
+    uint64_t q_desc;  // this warpgroup's 64 rows of the tile's Q stage
+    KeyRange all;     // keys every row of this warpgroup sees
+    RowKeys rk;       // keys each of this thread's two rows sees
+  };
+
+  __device__ __forceinline__ const TileSlot& slot(int q_stage) const {
+    return *reinterpret_cast<const TileSlot*>(s.tile_slot(q_stage));
+  }
+  // Waits for the next Q stage (its Q and its slot); returns the slot's state.
+  __device__ __forceinline__ int acquire(Rings& r, int& q_stage) const {
+    r.q.wait_full(s.q_full);
+    sm90::fence_proxy_async();
+    q_stage = r.q.stage;
     r.q.advance();
+    return slot(q_stage).state;
+  }
+  __device__ __forceinline__ void release(int q_stage) const {
+    sm90::mbarrier_arrive(s.q_empty + kBarrierBytes * uint32_t(q_stage));
+  }
+  __device__ __forceinline__ void begin(TileRegs& c, int q_stage) const {
+    const TileSlot& sl = slot(q_stage);
+    c.q_stage = q_stage;
+    c.n_begin = sl.tile.n_begin;
+    c.n_end = sl.tile.n_end;
+    c.all = sl.wg_all[wg];
+    const int warp_row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * 16;
+    c.rk.init(a.k, sl.tile.g, sl.tile.rows, warp_row0 + (lane >> 2));
+    c.q_desc = k_major_desc(s.q_tile(q_stage) +
+                            uint32_t(wg * Cfg::kWarpgroupRows * kSwizzleRowBytes));
+  }
+  // The tile's epilogue (O staged in its Q stage), then its Q stage is free.
+  __device__ __forceinline__ void finish(const TileRegs& c, const float (&o)[kDimTiles][4],
+                                         const RowSoftmax<kKeyTiles>& softmax) const {
+    Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t}.store(slot(c.q_stage).tile, o,
+                                                                    softmax.m, softmax.d);
+    release(c.q_stage);
+  }
+
+  static __device__ __forceinline__ void zero(float (&o)[kDimTiles][4]) {
+#pragma unroll
+    for (int dt = 0; dt < kDimTiles; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+  }
+
+  // S of K/V tile n of tile c issued before O += P V of the previous K/V tile (p: of this M
+  // tile, or of the previous one at a tile boundary); `softmax(acc, n)` runs on S between
+  // the two waits, while the P V may still run. On return the P V has completed and the K
+  // and V stages are released.
+  template <class Softmax>
+  __device__ __forceinline__ void overlapped_step(Rings& r, const TileRegs& c, int n,
+                                                  float (&acc)[kKeyTiles][4],
+                                                  float (&o)[kDimTiles][4],
+                                                  uint32_t (&p)[kPvSteps][4], Softmax&& softmax) const {
+    r.k.wait_full(s.k_full);
+    sm90::fence_proxy_async();
+    sched_wait();
+    qk(acc, c.q_desc, s.k_tile(r.k.stage));
+    r.v.wait_full(s.v_full);
+    sm90::fence_proxy_async();
+    pv(o, p, s.v_tile(r.v.stage));
+    sched_pass();
+    sm90::wgmma_wait<1>();  // S_n is done (the P V may still run)
+    sm90::fence_operands(acc);
+    sm90::mbarrier_arrive(r.k.bar(s.k_empty));
+    r.k.advance();
+    softmax(acc, n);
+    sm90::wgmma_wait<0>();  // P V done: O and P are ours again
+    sm90::fence_operands(o);
+    sm90::fence_operands(p);
+    sm90::mbarrier_arrive(r.v.bar(s.v_empty));
+    r.v.advance();
   }
 
   __device__ __forceinline__ void run() const {
     // Warpgroup 0 issues first: the pending arrival on its own barrier lets its first
-    // sched_wait pass (afterwards each warpgroup passes the turn once per K/V tile).
+    // sched_wait pass (afterwards each warpgroup passes the turn once per overlapped step).
     if (wg == 0 && a.pingpong) sm90::named_arrive(kSchedulerBarrier, kConsumerThreads);
     Rings r;
-    // The producer's tile slots give the sequence of M tiles (scheduler.cuh, TileSlot).
+    RowSoftmax<kKeyTiles> softmax;
+    float o[kDimTiles][4];
+    float acc[kKeyTiles][4];
+    uint32_t p[kPvSteps][4];
+    float o_scale[2];
+    TileRegs c;
+    int q_stage;
+    int state = acquire(r, q_stage);
     for (;;) {
-      r.q.wait_full(s.q_full);
-      sm90::fence_proxy_async();
-      const TileSlot& slot = *reinterpret_cast<const TileSlot*>(s.tile_slot(r.q.stage));
-      const int state = slot.state;
-      if (state == TileSlot::kDone) break;
-      const MTile tile = slot.tile;
-      const KeyRange all = slot.wg_all[wg];
-      if (state == TileSlot::kEmpty) {
-        Epilogue<T, kHeadDim>{a.k, nullptr, wg, t}.store_empty(tile);
-        release_q(r);
-        continue;
+      // No Q stage is held here: tiles no row of which sees a key, the end, or a tile that
+      // starts alone.
+      while (state == TileSlot::kEmpty) {
+        Epilogue<T, kHeadDim>{a.k, nullptr, wg, t}.store_empty(slot(q_stage).tile);
+        release(q_stage);
+        state = acquire(r, q_stage);
       }
-      run_tile(tile, all, r);
+      if (state == TileSlot::kDone) return;
+      begin(c, q_stage);
+      softmax.init();
+      zero(o);
+      // First (highest) K/V tile: S, softmax, P; nothing to overlap with.
+      r.k.wait_full(s.k_full);
+      sm90::fence_proxy_async();
+      qk(acc, c.q_desc, s.k_tile(r.k.stage));
+      sm90::wgmma_wait<0>();
+      sm90::fence_operands(acc);
+      sm90::mbarrier_arrive(r.k.bar(s.k_empty));
+      r.k.advance();
+      softmax.update(acc, logits(acc, c.n_end - 1, c.rk, c.all), o_scale);
+      pack_p(p, acc);
+
+      for (;;) {
+        for (int n = c.n_end - 2; n >= c.n_begin; --n) {
+          overlapped_step(r, c, n, acc, o, p, [&](float (&s_n)[kKeyTiles][4], int key_tile) {
+            if ((a.ablate & 1) == 0) {
+              softmax.update(s_n, logits(s_n, key_tile, c.rk, c.all), o_scale);
+            } else {
+              o_scale[0] = o_scale[1] = 1.0f;
+            }
+          });
+          rescale_rows(o, o_scale);
+          pack_p(p, acc);
+        }
+        if constexpr (kCrossTile) {
+          state = acquire(r, q_stage);  // the next tile's Q stage; this tile's is still held
+          if (state == TileSlot::kRun) {
+            TileRegs next;
+            begin(next, q_stage);
+            RowSoftmax<kKeyTiles> next_softmax;
+            next_softmax.init();
+            // The next tile's first S GEMM beside this tile's last P V.
+            overlapped_step(r, next, next.n_end - 1, acc, o, p,
+                            [&](float (&s_n)[kKeyTiles][4], int key_tile) {
+                              next_softmax.update(s_n, logits(s_n, key_tile, next.rk, next.all),
+                                                  o_scale);  // o_scale: O starts at zero
+                            });
+            finish(c, o, softmax);
+            softmax = next_softmax;
+            zero(o);
+            pack_p(p, acc);
+            c = next;
+            continue;
+          }
+        }
+        // The last P V of the tile, alone.
+        r.v.wait_full(s.v_full);
+        sm90::fence_proxy_async();
+        pv(o, p, s.v_tile(r.v.stage));
+        sm90::wgmma_wait<0>();
+        sm90::fence_operands(o);
+        sm90::mbarrier_arrive(r.v.bar(s.v_empty));
+        r.v.advance();
+        finish(c, o, softmax);
+        if constexpr (!kCrossTile) state = acquire(r, q_stage);
+        break;
+      }
     }
   }
 };
