@@ -267,8 +267,7 @@ struct Consumer {
           rescale_rows(o, o_scale);
           pack_p(p, acc);
         }
-        const bool cross = kCrossTile && a.cross_tile;
-        if (cross) {
+        if constexpr (kCrossTile) {
           state = acquire(r, q_stage);  // the next tile's Q stage; this tile's is still held
           if (state == TileSlot::kRun) {
             TileRegs next;
@@ -298,7 +297,7 @@ struct Consumer {
         sm90::mbarrier_arrive(r.v.bar(s.v_empty));
         r.v.advance();
         finish(c, o, softmax);
-        if (!cross) state = acquire(r, q_stage);
+        if constexpr (!kCrossTile) state = acquire(r, q_stage);
         break;
       }
     }

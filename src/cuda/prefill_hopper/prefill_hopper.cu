@@ -92,13 +92,11 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
 // Benchmark knobs, read once (bench/NOTES.md records what they showed):
 // FLASHPAGE_PREFILL_ABLATE=bits leaves stages out (HopperArgs::ablate; wrong results),
 // FLASHPAGE_PREFILL_L2_BAND=0 runs every KV head in one band (split_band),
-// FLASHPAGE_PREFILL_PINGPONG=0 lets the consumer warpgroups issue GEMMs without taking turns,
-// FLASHPAGE_PREFILL_CROSS_TILE=0 runs consecutive M tiles one after another.
+// FLASHPAGE_PREFILL_PINGPONG=0 lets the consumer warpgroups issue GEMMs without taking turns.
 struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
   bool pingpong = true;
-  bool cross_tile = true;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -106,7 +104,6 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_ABLATE")) k.ablate = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_L2_BAND")) k.l2_bands = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_PINGPONG")) k.pingpong = std::atoi(v) != 0;
-    if (const char* v = std::getenv("FLASHPAGE_PREFILL_CROSS_TILE")) k.cross_tile = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -129,7 +126,6 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   HopperArgs a;
   a.ablate = hopper_knobs().ablate;
   a.pingpong = hopper_knobs().pingpong ? 1 : 0;
-  a.cross_tile = hopper_knobs().cross_tile ? 1 : 0;
   prefill_tc::KernelArgs& k = a.k;
   k.p = p;
   k.paged = p.page_indices != nullptr;

@@ -48,9 +48,6 @@ struct HopperArgs {
   // The consumer warpgroups take turns issuing their GEMMs (consumer_mainloop.cuh); 0 lets
   // them issue freely (FLASHPAGE_PREFILL_PINGPONG=0, an A/B knob: results stay correct).
   int pingpong = 1;
-  // Consecutive M tiles pipelined (consumer_mainloop.cuh, kCrossTile); 0 runs them one after
-  // another (FLASHPAGE_PREFILL_CROSS_TILE=0, an A/B knob).
-  int cross_tile = 1;
 };
 
 // What one M tile is, with its key range and K/V tiles [n_begin, n_end) (tile n covers keys
