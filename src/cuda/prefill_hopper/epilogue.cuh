@@ -49,21 +49,12 @@ struct Epilogue {
                                     k.p.out_stride_token, k.p.out_stride_head);
   }
 
-  // The warp's rows warp_row0 .. +15, normalised, into the staging tile.
+  // The warp's rows warp_row0 .. +15, normalised, into the staging tile (Q's layout).
   __device__ __forceinline__ void stage(const float (&o)[Cfg::kDimTiles][4], const float (&row_d)[2],
                                         int warp_row0, int lane) const {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float inv = row_d[h] > 0.0f ? 1.0f / row_d[h] : 0.0f;
-      const int row = warp_row0 + wg_acc_row(lane, 2 * h);
-#pragma unroll
-      for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
-        // Dim tile dt is exactly chunk dt; this lane's pair sits 4 bytes per lane % 4 into it.
-        const uint32_t off = tile_chunk_offset(row, dt, Cfg::kBlockM) + (lane & 3) * 4;
-        *reinterpret_cast<uint32_t*>(staging + off) =
-            ptx::pack2<T>(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
-      }
-    }
+    prefill_tc::stage_rows<T>(staging, o, row_d, warp_row0, lane, [](int row, int chunk) {
+      return tile_chunk_offset(row, chunk, Cfg::kBlockM);
+    });
   }
 
   __device__ __forceinline__ void store(const MTile& tile, const float (&o)[Cfg::kDimTiles][4],

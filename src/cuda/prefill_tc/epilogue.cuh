@@ -11,23 +11,34 @@
 
 namespace flashpage::cuda::prefill_tc {
 
-// Writes the warp's normalised rows into `stage` (rows warp_row0 .. +15). Call after every
-// reader of `stage` has passed a barrier.
-template <class T, class Cfg>
-__device__ __forceinline__ void stage_output(uint8_t* stage, const float (&o)[Cfg::kDimTiles][4],
-                                             const float (&row_d)[2], int warp_row0, int lane) {
+// Writes the warp's normalised rows (warp_row0 .. +15; accumulator layout, fragment_layout.h)
+// into a staging tile whose 16-byte chunk `chunk` of row `row` sits at chunk_offset(row,
+// chunk): dim tile dt is exactly chunk dt, this lane's pair 4 bytes per lane % 4 into it.
+// Call after every reader of the tile has passed a barrier.
+template <class T, int kDimTiles, class ChunkOffset>
+__device__ __forceinline__ void stage_rows(uint8_t* stage, const float (&o)[kDimTiles][4],
+                                           const float (&row_d)[2], int warp_row0, int lane,
+                                           ChunkOffset chunk_offset) {
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     const float inv = row_d[k] > 0.0f ? 1.0f / row_d[k] : 0.0f;
     const int row = warp_row0 + acc_row(lane, 2 * k);
 #pragma unroll
-    for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
-      // Dim tile dt is exactly chunk dt; this lane's pair sits 4 bytes per lane%4 into it.
-      const uint32_t off = swizzled_offset(row, dt, Cfg::kRowBytes) + (lane & 3) * 4;
+    for (int dt = 0; dt < kDimTiles; ++dt) {
+      const uint32_t off = chunk_offset(row, dt) + (lane & 3) * 4;
       *reinterpret_cast<uint32_t*>(stage + off) =
           ptx::pack2<T>(o[dt][2 * k] * inv, o[dt][2 * k + 1] * inv);
     }
   }
+}
+
+// stage_rows into prefill_tc's swizzled row layout (the Q tile's space).
+template <class T, class Cfg>
+__device__ __forceinline__ void stage_output(uint8_t* stage, const float (&o)[Cfg::kDimTiles][4],
+                                             const float (&row_d)[2], int warp_row0, int lane) {
+  stage_rows<T>(stage, o, row_d, warp_row0, lane, [](int row, int chunk) {
+    return swizzled_offset(row, chunk, Cfg::kRowBytes);
+  });
 }
 
 template <class T, class Cfg>
