@@ -52,7 +52,7 @@ struct Consumer {
 
   // ---- GEMMs -----------------------------------------------------------------------------
 
-  // q_desc: this warpgroup's 64 rows of the tile's Q stage (q_rows_desc).
+  // q_desc: this warpgroup's 64 rows of the tile's Q stage (TileRegs::q_desc).
   __device__ __forceinline__ void qk(float (&acc)[kKeyTiles][4], uint64_t q_desc,
                                      uint32_t k_tile) const {
     const uint64_t k_desc = k_major_desc(k_tile);
@@ -233,8 +233,8 @@ struct Consumer {
     int q_stage;
     int state = acquire(r, q_stage);
     for (;;) {
-      // No Q stage is held here: tiles no row of which sees a key, the end, or a tile that
-      // starts alone.
+      // No earlier tile's Q stage is held here, only the one just acquired: tiles no row of
+      // which sees a key, the end, or a tile that starts alone.
       while (state == TileSlot::kEmpty) {
         Epilogue<T, kHeadDim>{a.k, nullptr, wg, t}.store_empty(slot(q_stage).tile);
         release(q_stage);

@@ -1,5 +1,5 @@
 #pragma once
-// Logits and online softmax on a consumer thread's S accumulators (wgmma m64n128 f32 layout,
+// Logits and online softmax on a consumer thread's S accumulators (wgmma m64nNk16 f32 layout,
 // wgmma_ops.cuh: per warp the stacked m16n8 C layout, so each thread holds two rows, lane/4
 // and lane/4 + 8 of its warp's 16, spread over the 4 lanes of a quad).
 //

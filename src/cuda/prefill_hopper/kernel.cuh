@@ -3,8 +3,8 @@
 // virtual tiles (scheduler.cuh).
 //   warpgroup 0    the load warpgroup (producer.cuh), registers cut to kProducerRegs
 //   warpgroups 1-2 the math warpgroups (consumer_mainloop.cuh), registers raised to
-//                  kConsumerRegs: S and O accumulators (64 + 64 floats at head_dim 128)
-//                  plus P (32) stay in registers
+//                  kConsumerRegs: S and O accumulators (64 + 64 floats at head_dim 128,
+//                  32 + 128 at 256) plus P (32; 16) stay in registers
 // The register pool of a block is 384 x 168 (the kernel is compiled for 168 registers per
 // thread by __launch_bounds__(384, 1)); 128 x 56 + 256 x 224 = 64512 = 384 x 168 fits it
 // exactly, so setmaxnreg.inc never waits on registers that are not coming.

@@ -2,13 +2,14 @@
 // The shared-memory plan of a block (tile and mbarrier addresses) and the ring positions that
 // producer and consumers step through in the same order.
 //
-// Each buffer (Q; K stage i; V stage i) has a "full" barrier (expects one arrival per producer
-// thread: cp.async.mbarrier.arrive.noinc, when that thread's copies have landed; Q's one more,
-// a plain arrival, with release semantics, after the stage's tile slot was written) and an
-// "empty" barrier (one arrival per consumer thread, after its warpgroup's last wgmma reading
-// the buffer has completed). Use u of a buffer (u = 0, 1, ...) waits for full phase u, i.e.
-// parity u & 1; the producer's use u waits for empty phase u - 1, parity (u & 1) ^ 1, which
-// passes at once for u = 0 (a fresh barrier counts its "preceding" phase as complete).
+// Each buffer (Q stage i; K stage i; V stage i) has a "full" barrier (expects one arrival per
+// producer thread: cp.async.mbarrier.arrive.noinc, when that thread's copies have landed; Q's
+// one more, a plain arrival, with release semantics, after the stage's tile slot was written)
+// and an "empty" barrier (one arrival per consumer thread, after its warpgroup's last wgmma
+// reading the buffer has completed; for Q, after the epilogue that staged O in it). Use u of
+// a buffer (u = 0, 1, ...) waits for full phase u, i.e. parity u & 1; the producer's use u
+// waits for empty phase u - 1, parity (u & 1) ^ 1, which passes at once for u = 0 (a fresh
+// barrier counts its "preceding" phase as complete).
 #include <cstdint>
 
 #include "cuda/prefill_hopper/sm90_ptx.cuh"

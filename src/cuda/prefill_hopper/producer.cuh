@@ -195,8 +195,8 @@ struct Producer {
   // which sees a key with its slot only, no copies); then one kDone slot ends the consumers'
   // loop. K/V tiles go last to first (the consumers' order: the partial and diagonal tiles
   // come first), V one tile behind K: the consumers issue S = Q K_n^T before
-  // O += P V_{n+1}. V_{n+1} is issued before K_n: its stage (one more than K has) frees
-  // earlier than K_n's, so it never waits behind K's empty barrier.
+  // O += P V_{n+1}. V_{n+1} is issued before K_n: its stage frees (after P V_{n+1}) no later
+  // than the consumers need K_n, and where V has one stage more than K, earlier.
   __device__ __forceinline__ void run() const {
     Ring<Cfg::kQStages> q_ring;
     Ring<Cfg::kKStages> k_ring;

@@ -1,8 +1,8 @@
 #pragma once
 // Which M tile (128 packed query rows of one KV head) a virtual tile index names, and the
 // static persistent schedule: the grid is at most one block per SM and block b takes virtual
-// tiles b, b + gridDim.x, ... The producer and both consumer warpgroups walk the same
-// sequence and derive the same facts from it (no communication needed).
+// tiles b, b + gridDim.x, ... The producer resolves each one and hands it to the consumer
+// warpgroups in a tile slot (TileSlot, below).
 //
 // Rows are packed as in prefill_tc (problem_view.cuh): packed row r of a query range is token
 // r / group, query head kv_head * group + r % group, so the query heads of one KV head share
