@@ -1,10 +1,11 @@
 // The Hopper (wgmma) prefill against the float64 oracle over the configurations it covers:
 // sizes that are not multiples of its 128-row / 128-key tiles (S = 1, 7, 113, 128, 129, 300),
-// L > S (a cached prefix), empty rows, bf16 and f16, head_dim 64, 128 and 256 (64-key K/V tiles), causal top-left
-// (sdpa) and bottom-right (ragged, paged), GQA 4 and MHA, contiguous K/V and pages of 1, 16
-// and 64 tokens in NHD and HND, window and soft cap, LSE. Outputs are poisoned first, so every
-// element must be written. Each case prints the kernel that ran; on a compute capability 9.0
-// device (with FLASHPAGE_PREFILL_KERNEL unset) it must be the Hopper kernel.
+// L > S (a cached prefix), empty rows, bf16 and f16, head_dim 64, 128 and 256 (64-key K/V
+// tiles), causal top-left (sdpa) and bottom-right (ragged, paged), GQA 4 and MHA, contiguous
+// K/V and pages of 1, 16 and 64 tokens in NHD and HND, window and soft cap, LSE. Outputs are
+// poisoned first, so every element must be written. Each case prints the kernel that ran; on a
+// compute capability 9.0 device (with FLASHPAGE_PREFILL_KERNEL unset) it must be the Hopper
+// kernel.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>

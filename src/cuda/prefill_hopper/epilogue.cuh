@@ -19,7 +19,6 @@
 #include "cuda/prefill_hopper/sm90_ptx.cuh"
 #include "cuda/prefill_hopper/smem_layout.h"
 #include "cuda/prefill_tc/epilogue.cuh"
-#include "cuda/prefill_tc/tile_config.h"
 #include "cuda/ptx.cuh"
 #include "cuda/softmax_state.cuh"
 
@@ -30,8 +29,6 @@ constexpr uint32_t kEpilogueBarrier = 3;  // + consumer warpgroup (ids 3, 4)
 template <class T, int kHeadDim>
 struct Epilogue {
   using Cfg = TileConfig<kHeadDim>;
-  // prefill_tc's LSE writer takes its config as a template argument.
-  using TcCfg = prefill_tc::TileConfig<kHeadDim>;
   static constexpr int kRowsPerPass = 128 / Cfg::kChunks;
 
   const prefill_tc::KernelArgs& k;
@@ -64,7 +61,7 @@ struct Epilogue {
     const float row_d[2] = {prefill_tc::quad_sum(d[0]), prefill_tc::quad_sum(d[1])};
     sync();
     stage(o, row_d, warp_row0, lane);
-    prefill_tc::write_lse<T, TcCfg>(k, tile.g, tile.rows, tile.b, warp_row0, lane, m, row_d);
+    prefill_tc::write_lse(k, tile.g, tile.rows, tile.b, warp_row0, lane, m, row_d);
     sync();
     const int chunk = t % Cfg::kChunks;
 #pragma unroll

@@ -119,9 +119,7 @@ bool prefill_hopper_covers(const PrefillTcParams& p) {
 bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   if (!prefill_hopper_covers(p)) return false;
   using prefill_hopper::HopperArgs;
-  constexpr int kBlockM = prefill_hopper::TileConfig<128>::kBlockM;
-  static_assert(kBlockM == prefill_hopper::TileConfig<64>::kBlockM &&
-                kBlockM == prefill_hopper::TileConfig<256>::kBlockM);
+  constexpr int kBlockM = prefill_hopper::kMTileRows;  // every head_dim's M tile
 
   HopperArgs a;
   a.ablate = hopper_knobs().ablate;

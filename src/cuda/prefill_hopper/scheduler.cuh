@@ -94,7 +94,6 @@ static_assert(sizeof(TileSlot) <= kTileSlotBytes);
 // per-element masking); empty when the warpgroup has no rows.
 __device__ __forceinline__ prefill_tc::KeyRange warpgroup_all_keys(const prefill_tc::KernelArgs& k,
                                                                    const MTile& t, int wg) {
-  constexpr int kWarpgroupRows = 64;
   PackedRows rows = t.rows;
   rows.first += wg * kWarpgroupRows;
   rows.count = min(kWarpgroupRows, t.rows.count - wg * kWarpgroupRows);
@@ -108,7 +107,6 @@ __device__ __forceinline__ const int32_t* work_item(const HopperArgs& a, int64_t
 // Fills t for virtual tile v; false when v names no rows (skip it). Block-uniform.
 template <int kBlockN>
 __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, int64_t v, MTile& t) {
-  constexpr int kBlockM = 128;
   const prefill_tc::KernelArgs& k = a.k;
   // Subtile fastest keeps a query range's M tiles (which read the same K/V) together in time.
   // With a work list, where a pair's second half of subtiles may be empty (MHA: one M tile
@@ -139,11 +137,11 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, int64_t v, M
     if (i1 != nullptr && i1[0] == t.b && i1[1] == i0[2]) {  // one range of two items
       q_begin = i0[1];
       q_end = i1[2];
-      first = sub * kBlockM;
+      first = sub * kMTileRows;
     } else if (sub < a.item_subtiles) {
       q_begin = i0[1];
       q_end = i0[2];
-      first = sub * kBlockM;
+      first = sub * kMTileRows;
     } else {
       if (i1 == nullptr) return false;
       t.b = i1[0];
@@ -151,7 +149,7 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, int64_t v, M
       t.g = prefill_tc::row_geometry(k, t.b);
       q_begin = i1[1];
       q_end = i1[2];
-      first = (sub - a.item_subtiles) * kBlockM;
+      first = (sub - a.item_subtiles) * kMTileRows;
     }
   } else {
     const int64_t ranges_per_rank = int64_t(k.p.batch_size);
@@ -161,12 +159,12 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, int64_t v, M
     t.g = prefill_tc::row_geometry(k, t.b);
     q_begin = qt * kQueryTileTokens;
     q_end = q_begin + kQueryTileTokens;
-    first = sub * kBlockM;
+    first = sub * kMTileRows;
   }
   if (q_end > t.g.qo_len) q_end = t.g.qo_len;
   t.rows.group = k.group;
   t.rows.first = first;
-  t.rows.count = min(kBlockM, (q_end - q_begin) * k.group - first);
+  t.rows.count = min(kMTileRows, (q_end - q_begin) * k.group - first);
   t.rows.q_begin = q_begin;
   t.rows.head0 = t.kv_head * k.group;
   if (t.rows.count <= 0) return false;

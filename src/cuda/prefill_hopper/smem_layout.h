@@ -4,8 +4,7 @@
 // .cpp) checks them against the PTX ISA's canonical layouts.
 //
 // Tiles (Q: 128 query rows, K and V: 128 keys; 64 at head_dim 256) hold rows of head_dim
-// 16-bit elements in the
-// wgmma "128-byte swizzle" layout (PTX ISA 9.7.15.5.1.2, Figure "K major 128B swizzling"):
+// 16-bit elements in the wgmma "128-byte swizzle" layout (PTX ISA 9.7.15.5.1.2, Figure "K major 128B swizzling"):
 //   - a row is cut into 64-element column blocks (128 bytes = one swizzle row);
 //   - column block cb of all R rows is one contiguous R x 128-byte array, at cb * R * 128;
 //   - row r of a block sits at r * 128, its 16-byte chunk c (elements 8c..8c+7) at
@@ -27,12 +26,14 @@ constexpr int kSwizzleRowBytes = 128;  // one 128B-swizzle row: 64 16-bit elemen
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleRowBytes;  // the 8-row pattern that repeats
 constexpr int kChunkBytes = 16;
 constexpr int kTileSlotBytes = 128;  // shared-memory room for one TileSlot (scheduler.cuh)
+constexpr int kMTileRows = 128;      // query rows of an M tile: two consumer warpgroups x 64
+constexpr int kWarpgroupRows = 64;   // wgmma M: one consumer warpgroup's rows of an M tile
 
 template <int kHeadDim>
 struct TileConfig {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "Hopper prefill: head_dim 64, 128 or 256");
-  static constexpr int kBlockM = 128;  // query rows of an M tile: two consumer warpgroups x 64
+  static constexpr int kBlockM = kMTileRows;
   // Keys of a K/V tile (wgmma N of S = Q K^T). At head_dim 256 a consumer thread's O alone
   // takes 128 registers, so S gets 64 keys (32 registers) to stay inside kConsumerRegs; the
   // FLOPs per K/V tile are those of head_dim 128 with 128 keys.
@@ -44,7 +45,7 @@ struct TileConfig {
   static constexpr int kVStages = kHeadDim == 64 ? 4 : kHeadDim == 128 ? 3 : 2;
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);  // + the load warpgroup
-  static constexpr int kWarpgroupRows = 64;  // wgmma M
+  static constexpr int kWarpgroupRows = prefill_hopper::kWarpgroupRows;
 
   static constexpr int kElemBytes = 2;
   static constexpr int kRowBytes = kHeadDim * kElemBytes;

@@ -41,7 +41,6 @@ __device__ __forceinline__ void stage_output(uint8_t* stage, const float (&o)[Cf
   });
 }
 
-template <class T, class Cfg>
 __device__ __forceinline__ void write_lse(const KernelArgs& a, const RowGeometry& g,
                                           const PackedRows& rows, int b, int warp_row0, int lane,
                                           const float (&m)[2], const float (&row_d)[2]) {

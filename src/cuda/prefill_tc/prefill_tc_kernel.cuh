@@ -119,7 +119,7 @@ struct PrefillTcBlock {
     __syncthreads();
     const float row_d[2] = {quad_sum(softmax.d[0]), quad_sum(softmax.d[1])};
     stage_output<T, Cfg>(q_smem, o, row_d, warp_row0, lane);
-    write_lse<T, Cfg>(a, g, rows, b, warp_row0, lane, softmax.m, row_d);
+    write_lse(a, g, rows, b, warp_row0, lane, softmax.m, row_d);
     __syncthreads();
     store_output<T, Cfg>(q_smem, a, g, rows, b);
     __syncthreads();  // the next M tile's copies overwrite the staging and the K/V stages
