@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/device_memory.h"
 #include "core/storage.h"
+#include "core/strided_span.h"
 
 namespace flashpage {
 
@@ -66,16 +67,6 @@ void for_each_offset(const Shape& shape, const Shape& strides, Fn&& fn) {
   }
 }
 
-// Bytes spanned by a strided tensor starting at element 0 (non-negative strides).
-size_t span_elements(const Shape& shape, const Shape& strides) {
-  int64_t last = 0;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 0) return 0;
-    last += (shape[d] - 1) * strides[d];
-  }
-  return size_t(last + 1);
-}
-
 }  // namespace
 
 Shape contiguous_strides(const Shape& shape) {
@@ -130,7 +121,7 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device dev
   t.storage_ = std::make_shared<Storage>();
   t.storage_->data = data;
   t.storage_->device = device;
-  t.storage_->bytes = span_elements(t.shape_, t.strides_) * dtype_size(dtype);
+  t.storage_->bytes = detail::span_elements(t.shape_, t.strides_) * dtype_size(dtype);
   return t;
 }
 
@@ -249,7 +240,7 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides) const {
   check::defined(*this, "Tensor::as_strided");
   check::require(shape.size() == strides.size(), "Tensor::as_strided: expected ", shape.size(),
                  " strides, got ", strides.size());
-  const size_t span = span_elements(shape, strides);
+  const size_t span = detail::span_elements(shape, strides);
   check::require(span == 0 || (offset_ + int64_t(span)) * int64_t(dtype_size(dtype_)) <=
                                   int64_t(storage_->bytes),
                  "Tensor::as_strided: ", shape_to_string(shape), " with strides ",
