@@ -99,6 +99,21 @@ __device__ __forceinline__ void bulk_copy_g2s_hint(uint32_t dst, const void* src
 #endif
 }
 
+// TMA: one box of a 3-D tensor map (src/cuda/tensor_map.h) at coordinates (c0, c1, c2) ->
+// shared memory at dst (laid out as the map's swizzle says), completion counted on `bar`'s
+// transaction count. `map`: the generic address of a CUtensorMap in global, constant or
+// __grid_constant__ parameter memory.
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, uint32_t bar, int c0,
+                                            int c1, int c2) {
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], "
+      "[%1, {%3, %4, %5}], [%2];\n" ::"r"(dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+#endif
+}
+
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   uint64_t policy = 0;
 #ifdef FLASHPAGE_SM90_PTX
