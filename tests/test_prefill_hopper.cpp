@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cuda/prefill_hopper/kv_tma.h"
 #include "cuda/prefill_select.h"
 #include "test_util.h"
 
@@ -228,6 +229,71 @@ TEST(PrefillHopper, CudaPagedWindowSoftCap) {
     FP_CASE(run_paged(rng, {{500, 90}, {}, 40, 16, 8, 1, 128, KvLayout::NHD, t, true, 64, 20.0f}));
     FP_CASE(run_paged(rng, {{300, 301}, {300, 1}, 0, 3, 4, 2, 64, KvLayout::HND, t, true, 100}));
   }
+}
+
+// The TMA K/V maps (kv_tma.h) are built where they apply and refused where they do not; the
+// cases above then run through them (contiguous K/V, pages of 16 and 64) or through cp.async
+// (pages of 1). A silent refusal would leave the TMA path untested, hence this check.
+TEST(PrefillHopper, CudaKvTmaMaps) {
+  FP_REQUIRE_CUDA();
+#if !defined(FLASHPAGE_HAVE_SM90A)
+  GTEST_SKIP() << "built without sm_90a";
+#else
+  using flashpage::cuda::PrefillTcParams;
+  using flashpage::cuda::prefill_hopper::make_kv_tma;
+  void* buf = nullptr;
+  const int64_t elems = int64_t(1) << 24;
+  ASSERT_EQ(cudaMalloc(&buf, elems * 2), cudaSuccess);
+  const int32_t* fake_pages = reinterpret_cast<const int32_t*>(buf);  // never read here
+  auto params = [&](int64_t H, int64_t D) {
+    PrefillTcParams p;
+    p.head_dim = int(D);
+    p.num_qo_heads = int(4 * H);
+    p.num_kv_heads = int(H);
+    p.k = buf;
+    p.v = buf;
+    p.k_span = p.v_span = elems;
+    return p;
+  };
+  // Contiguous [B, H, L, D]: heads further apart than tokens, boxes of a whole slice.
+  PrefillTcParams c = params(8, 128);
+  c.k_stride_unit = c.v_stride_unit = 8 * 1000 * 128;
+  c.k_stride_head = c.v_stride_head = 1000 * 128;
+  c.k_stride_token = c.v_stride_token = 128;
+  auto t = make_kv_tma(c, 32);
+  EXPECT_EQ(t.box_rows, 32);
+  EXPECT_EQ(t.k.token_dim, 1);
+  EXPECT_EQ(t.k.unit_tokens, 8 * 1000);
+  // NHD pages of 16 tokens: tokens further apart than heads; boxes of a page.
+  PrefillTcParams n = params(2, 256);
+  n.page_indices = fake_pages;
+  n.page_size = 16;
+  n.k_stride_unit = n.v_stride_unit = 16 * 2 * 256;
+  n.k_stride_token = n.v_stride_token = 2 * 256;
+  n.k_stride_head = n.v_stride_head = 256;
+  t = make_kv_tma(n, 16);
+  EXPECT_EQ(t.box_rows, 16);
+  EXPECT_EQ(t.v.token_dim, 2);
+  EXPECT_EQ(t.v.unit_tokens, 16);
+  // HND pages of 64 tokens, one KV head.
+  PrefillTcParams h = params(1, 64);
+  h.page_indices = fake_pages;
+  h.page_size = 64;
+  h.k_stride_unit = h.v_stride_unit = 64 * 64;
+  h.k_stride_head = h.v_stride_head = 64 * 64;
+  h.k_stride_token = h.v_stride_token = 64;
+  EXPECT_EQ(make_kv_tma(h, 32).box_rows, 32);
+  // Refused: pages under 16 tokens, a page stride that is no whole number of tokens, an
+  // unknown extent.
+  n.page_size = 8;
+  EXPECT_EQ(make_kv_tma(n, 16).box_rows, 0);
+  n.page_size = 16;
+  n.v_stride_unit += 8;
+  EXPECT_EQ(make_kv_tma(n, 16).box_rows, 0);
+  c.k_span = 0;
+  EXPECT_EQ(make_kv_tma(c, 32).box_rows, 0);
+  cudaFree(buf);
+#endif
 }
 
 }  // namespace

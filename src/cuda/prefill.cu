@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/device_memory.h"
+#include "core/strided_span.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/generic_attention.h"
@@ -218,6 +219,8 @@ void batch_prefill_paged(const Workspace::Impl& ws, const Plan& plan, const Tens
   t.page_indices = pages.indices;
   t.last_page_len = pages.last_page_len;
   t.page_size = pages.page_size;
+  t.k_span = detail::span_elements(kv.k_pages);
+  t.v_span = detail::span_elements(kv.v_pages);
   t.work_ints = g.work_ints;
   t.num_work_host = int(plan.num_work);
   t.work_tile_tokens = int(plan.kv_chunk);
@@ -262,6 +265,8 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
   for (int32_t b = 0; b < batch; ++b) longest = std::max(longest, offsets[b + 1] - offsets[b]);
   t.max_qo_len = longest;
   t.kv_tokens = k.size(0);
+  t.k_span = detail::span_elements(k);
+  t.v_span = detail::span_elements(v);
   if (run_tensor_core_prefill(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_strided(g, kvs, static_cast<cudaStream_t>(stream));
 }
@@ -289,6 +294,8 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
   set_strided_kv(t, kvs);
   t.max_qo_len = int(num_q);
   t.kv_tokens = batch * num_kv;
+  t.k_span = detail::span_elements(k);
+  t.v_span = detail::span_elements(v);
   if (run_tensor_core_prefill(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_strided(g, kvs, static_cast<cudaStream_t>(stream));
 }

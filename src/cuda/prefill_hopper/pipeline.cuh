@@ -3,8 +3,10 @@
 // producer and consumers step through in the same order.
 //
 // Each buffer (Q stage i; K stage i; V stage i) has a "full" barrier (expects one arrival per
-// producer thread: cp.async.mbarrier.arrive.noinc, when that thread's copies have landed; Q's
-// one more, a plain arrival, with release semantics, after the stage's tile slot was written)
+// producer thread: cp.async.mbarrier.arrive.noinc, when that thread's copies have landed, or
+// for a K/V slice loaded by TMA a plain arrival, lane 0's announcing the slice's bytes as
+// the phase's transactions; Q's one more, a plain arrival, with release semantics, after the
+// stage's tile slot was written)
 // and an "empty" barrier (one arrival per consumer thread, after its warpgroup's last wgmma
 // reading the buffer has completed; for Q, after the epilogue that staged O in it). Use u of
 // a buffer (u = 0, 1, ...) waits for full phase u, i.e. parity u & 1; the producer's use u

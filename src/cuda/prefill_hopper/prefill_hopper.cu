@@ -92,11 +92,13 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
 // Benchmark knobs, read once (bench/NOTES.md records what they showed):
 // FLASHPAGE_PREFILL_ABLATE=bits leaves stages out (HopperArgs::ablate; wrong results),
 // FLASHPAGE_PREFILL_L2_BAND=0 runs every KV head in one band (split_band),
-// FLASHPAGE_PREFILL_PINGPONG=0 lets the consumer warpgroups issue GEMMs without taking turns.
+// FLASHPAGE_PREFILL_PINGPONG=0 lets the consumer warpgroups issue GEMMs without taking turns,
+// FLASHPAGE_PREFILL_TMA=0 loads every K/V tile by cp.async (kv_tma.h).
 struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
   bool pingpong = true;
+  bool tma = true;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -104,6 +106,7 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_ABLATE")) k.ablate = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_L2_BAND")) k.l2_bands = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_PINGPONG")) k.pingpong = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_TMA")) k.tma = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -157,6 +160,13 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
                     ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
                     : p.num_kv_heads;
   if (a.num_virtual <= 0) return true;  // no query rows: nothing to write
+  if (hopper_knobs().tma) {
+    using prefill_hopper::TileConfig;
+    const int slice_rows = p.head_dim == 256   ? TileConfig<256>::kKvSliceRows
+                           : p.head_dim == 128 ? TileConfig<128>::kKvSliceRows
+                                               : TileConfig<64>::kKvSliceRows;
+    a.kv_tma = prefill_hopper::make_kv_tma(p, slice_rows);
+  }
   const int grid = int(std::min<int64_t>(a.num_virtual, std::max(device_facts().sms, 1)));
 
   if (p.dtype == DType::bf16)

@@ -1,12 +1,13 @@
 #pragma once
-// The load warpgroup: copies each M tile's Q and its K/V tiles into shared memory with
-// 16-byte cp.async, in the swizzled layout of smem_layout.h, and signals the consumers through
-// mbarriers (cp.async.mbarrier.arrive.noinc: the "full" barrier completes when every
-// producer thread's copies have landed).
+// The load warpgroup: copies each M tile's Q and its K/V tiles into shared memory in the
+// swizzled layout of smem_layout.h, and signals the consumers through mbarriers (the "full"
+// barrier completes when every producer thread has arrived and its copies have landed).
 //
-// Why cp.async and not TMA: K/V rows are gathered token by token (pages of any size, NHD or
-// HND, ragged rows, any 16-byte aligned strides) and so are the packed GQA query rows; one
-// load path for paged and contiguous keeps both at the same speed. Each warp moves a quarter
+// K/V slices whose rows are all keys and whose pages hold whole TMA boxes go by TMA
+// (kv_tma.h, load_slice_tma); Q, the partial last slice of a row's keys, small pages and
+// unusual strides go by 16-byte cp.async (cp.async.mbarrier.arrive.noinc), which gathers
+// rows token by token (pages of any size, NHD or HND, ragged rows, any 16-byte aligned
+// strides, the packed GQA query rows) and zero-fills rows past the end. Each warp moves a quarter
 // of a tile (32 rows; 16 of a 64-key K/V tile): lane l resolves the address of the slice's
 // row l (one page-table read per row, issued one tile ahead so its latency hides behind the
 // previous tile's wait), then the warp copies four rows per pass, 8 lanes per row, each lane
@@ -17,6 +18,7 @@
 // S stays finite there (it is masked to -inf anyway) and P * V never meets stale NaNs.
 #include <cstdint>
 
+#include "cuda/prefill_hopper/kv_tma.h"
 #include "cuda/prefill_hopper/pipeline.cuh"
 #include "cuda/prefill_hopper/scheduler.cuh"
 #include "cuda/prefill_hopper/sm90_ptx.cuh"
@@ -98,8 +100,8 @@ struct Producer {
   using Cfg = TileConfig<kHeadDim>;
   static constexpr int kBlockN = Cfg::kBlockN;
   // One slice per warp: four producer warps cover a Q or K/V tile.
-  static constexpr int kQRowsPerWarp = Cfg::kBlockM / 4;
-  static constexpr int kKvRowsPerWarp = kBlockN / 4;
+  static constexpr int kQRowsPerWarp = Cfg::kBlockM / kProducerWarps;
+  static constexpr int kKvRowsPerWarp = Cfg::kKvSliceRows;
   static_assert(kQRowsPerWarp == 32 && (kKvRowsPerWarp == 32 || kKvRowsPerWarp == 16));
 
   const HopperArgs& a;
@@ -141,18 +143,51 @@ struct Producer {
                                                reinterpret_cast<const char*>(q), lane);
   }
 
+  // The warp's slice of a K/V tile by TMA (kv_tma.h), when every row of it is a key (src of
+  // each lane < kKvRowsPerWarp names a page or batch row) and each row's token coordinate
+  // fits the map's 32-bit coordinates; false: the caller copies it by cp.async. Lane 0
+  // arrives on `full` expecting the slice's bytes, the other lanes plainly, so the barrier
+  // still counts one arrival per producer thread and also waits for the bytes. Lane j < boxes
+  // x column blocks issues box j / kColBlocks's column block j % kColBlocks.
+  __device__ __forceinline__ bool load_slice_tma(const MTile& t, const KvRowSource& src,
+                                                 const KvTmaMap& m, uint32_t full,
+                                                 uint32_t tile) const {
+    const int box_rows = a.kv_tma.box_rows;
+    if (box_rows == 0) return false;
+    const int64_t coord = int64_t(src.unit) * m.unit_tokens + src.slot;
+    const bool fits = lane >= kKvRowsPerWarp || (src.unit >= 0 && coord <= INT32_MAX);
+    if (!__all_sync(0xffffffffu, fits)) return false;
+    const int box = lane / Cfg::kColBlocks;
+    const int col_block = lane % Cfg::kColBlocks;
+    const int token = __shfl_sync(0xffffffffu, int(coord), (box * box_rows) & 31);
+    if (lane == 0)
+      sm90::mbarrier_arrive_expect_tx(full, uint32_t(kKvRowsPerWarp * Cfg::kRowBytes));
+    else
+      sm90::mbarrier_arrive(full);
+    if (box * box_rows < kKvRowsPerWarp) {
+      const int row = warp * kKvRowsPerWarp + box * box_rows;
+      const uint32_t dst = tile + uint32_t((col_block * kBlockN + row) * kSwizzleRowBytes);
+      const int c1 = m.token_dim == 1 ? token : t.kv_head;
+      const int c2 = m.token_dim == 1 ? t.kv_head : token;
+      sm90::tma_load_3d(dst, &m.map, full, col_block * (kSwizzleRowBytes / Cfg::kElemBytes), c1,
+                        c2);
+    }
+    return true;
+  }
+
   // One K or V tile into its ring's next stage (`tile`, its shared address): wait until the
   // stage is free, copy, mark it full. `pages` and the strides: k.p.k or k.p.v and theirs.
   template <int kStages>
   __device__ __forceinline__ void load_kv(const MTile& t, const KvRowSource& src,
                                           Ring<kStages>& ring, uint32_t full, uint32_t empty,
                                           uint32_t tile, const void* pages, int64_t stride_unit,
-                                          int64_t stride_token, int64_t stride_head) const {
+                                          int64_t stride_token, int64_t stride_head,
+                                          const KvTmaMap& map) const {
     ring.wait_empty(empty);
     const int64_t off = src.offset(stride_unit, stride_token, int64_t(t.kv_head) * stride_head);
     if (a.ablate & 2) {
       sm90::mbarrier_arrive(ring.bar(full));
-    } else {
+    } else if (!load_slice_tma(t, src, map, ring.bar(full), tile)) {
       const T* base = static_cast<const T*>(pages);
       copy_warp_rows<T, kHeadDim, kKvRowsPerWarp>(tile, kBlockN, warp * kKvRowsPerWarp,
                                                   row_address(base, off),
@@ -165,13 +200,13 @@ struct Producer {
                                          Ring<Cfg::kKStages>& ring) const {
     const prefill_tc::KernelArgs& k = a.k;
     load_kv(t, src, ring, s.k_full, s.k_empty, s.k_tile(ring.stage), k.p.k, k.p.k_stride_unit,
-            k.p.k_stride_token, k.p.k_stride_head);
+            k.p.k_stride_token, k.p.k_stride_head, a.kv_tma.k);
   }
   __device__ __forceinline__ void load_v(const MTile& t, const KvRowSource& src,
                                          Ring<Cfg::kVStages>& ring) const {
     const prefill_tc::KernelArgs& k = a.k;
     load_kv(t, src, ring, s.v_full, s.v_empty, s.v_tile(ring.stage), k.p.v, k.p.v_stride_unit,
-            k.p.v_stride_token, k.p.v_stride_head);
+            k.p.v_stride_token, k.p.v_stride_head, a.kv_tma.v);
   }
 
   // Publishes the M tile of q_ring's stage to the consumers (its tile slot, written by one

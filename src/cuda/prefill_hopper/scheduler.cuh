@@ -19,6 +19,7 @@
 //    the ones it does not need are empty and skipped.
 #include <cstdint>
 
+#include "cuda/prefill_hopper/kv_tma.h"
 #include "cuda/prefill_hopper/smem_layout.h"
 #include "cuda/prefill_tc/logits_policy.cuh"
 #include "cuda/prefill_tc/problem_view.cuh"
@@ -48,6 +49,7 @@ struct HopperArgs {
   // The consumer warpgroups take turns issuing their GEMMs (consumer_mainloop.cuh); 0 lets
   // them issue freely (FLASHPAGE_PREFILL_PINGPONG=0, an A/B knob: results stay correct).
   int pingpong = 1;
+  KvTma kv_tma;  // K/V tensor maps (kv_tma.h); box_rows 0: cp.async only
 };
 
 // What one M tile is, with its key range and K/V tiles [n_begin, n_end) (tile n covers keys

@@ -28,6 +28,7 @@ constexpr int kChunkBytes = 16;
 constexpr int kTileSlotBytes = 128;  // shared-memory room for one TileSlot (scheduler.cuh)
 constexpr int kMTileRows = 128;      // query rows of an M tile: two consumer warpgroups x 64
 constexpr int kWarpgroupRows = 64;   // wgmma M: one consumer warpgroup's rows of an M tile
+constexpr int kProducerWarps = 4;    // the load warpgroup; each warp copies a quarter of a tile
 
 template <int kHeadDim>
 struct TileConfig {
@@ -38,6 +39,7 @@ struct TileConfig {
   // takes 128 registers, so S gets 64 keys (32 registers) to stay inside kConsumerRegs; the
   // FLOPs per K/V tile are those of head_dim 128 with 128 keys.
   static constexpr int kBlockN = kHeadDim == 256 ? 64 : 128;
+  static constexpr int kKvSliceRows = kBlockN / kProducerWarps;  // K/V rows per producer warp
   // Ring depths. V gets one stage more than K where shared memory allows: a V stage frees
   // only when P V of its tile completes, half an iteration after K's S GEMM does, and with two
   // V stages the consumers waited on V (ncu stall sampling, bench/NOTES.md).

@@ -49,6 +49,9 @@ struct PrefillTcParams {
   int page_size = 0;                       // >= 1 (any: tokens are looked up one by one)
   const int32_t* kv_indptr = nullptr;      // contiguous ragged: [B+1]; null: every row has kv_len
   int kv_len = 0;                          // contiguous uniform length (kv_indptr null)
+  // Elements from k (v) to one past its last element, i.e. the storage the strides above
+  // may address; 0: unknown. The Hopper kernel's TMA maps are sized from it.
+  int64_t k_span = 0, v_span = 0;
 
   // Variant.
   float scale = 0.0f;             // > 0 (already resolved)
