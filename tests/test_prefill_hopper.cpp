@@ -231,6 +231,16 @@ TEST(PrefillHopper, CudaPagedWindowSoftCap) {
   }
 }
 
+// Pages that are no power of two but hold whole 16-row TMA boxes (kv_tma.h): a producer
+// warp's 32-row slice then spans two pages, and at head_dim 256 each 16-row slice is one box.
+TEST(PrefillHopper, CudaPagedOddPageSizes) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  FP_CASE(run_paged(rng, {{700, 333}, {200, 57}, 0, 48, 8, 2, 128, KvLayout::NHD, DType::bf16, true}));
+  FP_CASE(run_paged(rng, {{650, 170}, {}, 150, 80, 4, 1, 64, KvLayout::HND, DType::f16, false}));
+  FP_CASE(run_paged(rng, {{520, 97}, {}, 90, 48, 4, 2, 256, KvLayout::NHD, DType::bf16, true, 200}));
+}
+
 // The TMA K/V maps (kv_tma.h) are built where they apply and refused where they do not; the
 // cases above then run through them (contiguous K/V, pages of 16 and 64) or through cp.async
 // (pages of 1). A silent refusal would leave the TMA path untested, hence this check.

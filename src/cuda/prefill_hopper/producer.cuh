@@ -164,6 +164,7 @@ struct Producer {
       sm90::mbarrier_arrive_expect_tx(full, uint32_t(kKvRowsPerWarp * Cfg::kRowBytes));
     else
       sm90::mbarrier_arrive(full);
+    __syncwarp();  // the bytes are announced before any of them can land
     if (box * box_rows < kKvRowsPerWarp) {
       const int row = warp * kKvRowsPerWarp + box * box_rows;
       const uint32_t dst = tile + uint32_t((col_block * kBlockN + row) * kSwizzleRowBytes);

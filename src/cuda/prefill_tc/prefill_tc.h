@@ -50,7 +50,8 @@ struct PrefillTcParams {
   const int32_t* kv_indptr = nullptr;      // contiguous ragged: [B+1]; null: every row has kv_len
   int kv_len = 0;                          // contiguous uniform length (kv_indptr null)
   // Elements from k (v) to one past its last element, i.e. the storage the strides above
-  // may address; 0: unknown. The Hopper kernel's TMA maps are sized from it.
+  // may address; 0: unknown. The Hopper kernel's TMA maps are sized from it, so it must not
+  // be smaller than that storage (TMA would read keys past it as zeros).
   int64_t k_span = 0, v_span = 0;
 
   // Variant.
