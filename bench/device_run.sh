@@ -99,6 +99,13 @@ for stage in $STAGES; do
           ${PREFILL_ARGS:-} >>"$OUT/prefill_bench.jsonl" 2>>"$OUT/prefill_bench.err"
         note "prefill_bench ($name: $envs) rc=$?"
       done
+      # Other builds of prefill_bench on the same shapes (A/B of kernel versions that no env
+      # knob switches): name=path, rows tagged _name.
+      for alt in ${PREFILL_ALT_BINS:-}; do
+        FLASHPAGE_BENCH_LABEL="${alt%%=*}" timeout "${BENCH_TIMEOUT:-300}" "${alt#*=}" ${PREFILL_ARGS:-} \
+          >>"$OUT/prefill_bench.jsonl" 2>>"$OUT/prefill_bench.err"
+        note "prefill_bench (${alt%%=*}: ${alt#*=}) rc=$?"
+      done
       timeout "${BENCH_TIMEOUT:-300}" python3 bench/prefill_compare.py --flashpage "$OUT/prefill_bench.jsonl" \
         --out "$OUT" >"$OUT/prefill_compare.log" 2>&1
       note "prefill_compare rc=$?"

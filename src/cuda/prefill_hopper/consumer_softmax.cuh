@@ -57,6 +57,29 @@ __device__ __forceinline__ void mask_logits(float (&s)[kKeyTiles][4],
   }
 }
 
+// A thread's 2 * kKeyTiles values of row half h folded with op into kChains interleaved
+// accumulators, then those pairwise: a dependency chain of kKeyTiles / 4 + 2 instead of
+// kKeyTiles at 128-key tiles, since the softmax's latency sits on the ping-pong's critical
+// path (ncu: the row max and sum were ~16% of the stall samples, bench/NOTES.md session 10).
+// 64-key tiles (head_dim 256, whose O takes 128 registers) keep one chain: more live values
+// spilled there.
+template <int kKeyTiles, class Op>
+__device__ __forceinline__ float reduce_row_half(const float (&s)[kKeyTiles][4], int h, Op op) {
+  constexpr int kChains = kKeyTiles >= 16 ? 4 : 1;
+  static_assert(kKeyTiles % kChains == 0);
+  float acc[kChains];
+#pragma unroll
+  for (int c = 0; c < kChains; ++c) acc[c] = op(s[c][2 * h], s[c][2 * h + 1]);
+#pragma unroll
+  for (int nt = kChains; nt < kKeyTiles; ++nt)
+    acc[nt % kChains] = op(acc[nt % kChains], op(s[nt][2 * h], s[nt][2 * h + 1]));
+#pragma unroll
+  for (int width = kChains / 2; width >= 1; width /= 2)
+#pragma unroll
+    for (int c = 0; c < width; ++c) acc[c] = op(acc[c], acc[c + width]);
+  return acc[0];
+}
+
 template <int kKeyTiles>
 struct RowSoftmax {
   float m[2], d[2];  // running max (log2 domain, quad-uniform); per-thread partial denominator
@@ -72,20 +95,17 @@ struct RowSoftmax {
   __device__ __forceinline__ void update(float (&s)[kKeyTiles][4], float mul, float (&o_scale)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float tile_max = kNegInf;
-#pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt)
-        tile_max = fmaxf(tile_max, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+      const float tile_max =
+          reduce_row_half(s, h, [](float x, float y) { return fmaxf(x, y); });
       const float m_new = fmaxf(m[h], prefill_tc::quad_max(tile_max) * mul);
       o_scale[h] = softmax_rescale(m[h], m_new);
       const float shift = -softmax_safe_max(m_new);
-      float sum = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles; ++nt) {
         s[nt][2 * h] = prefill_tc::fast_exp2(fmaf(s[nt][2 * h], mul, shift));
         s[nt][2 * h + 1] = prefill_tc::fast_exp2(fmaf(s[nt][2 * h + 1], mul, shift));
-        sum += s[nt][2 * h] + s[nt][2 * h + 1];
       }
+      const float sum = reduce_row_half(s, h, [](float x, float y) { return x + y; });
       d[h] = d[h] * o_scale[h] + sum;
       m[h] = m_new;
     }
