@@ -270,7 +270,7 @@ TEST(PrefillHopper, CudaKvTmaMaps) {
   c.k_stride_unit = c.v_stride_unit = 8 * 1000 * 128;
   c.k_stride_head = c.v_stride_head = 1000 * 128;
   c.k_stride_token = c.v_stride_token = 128;
-  auto t = make_kv_tma(c, 32);
+  auto t = make_kv_tma(c);
   EXPECT_EQ(t.box_rows, 32);
   EXPECT_EQ(t.k.token_dim, 1);
   EXPECT_EQ(t.k.unit_tokens, 8 * 1000);
@@ -281,7 +281,7 @@ TEST(PrefillHopper, CudaKvTmaMaps) {
   n.k_stride_unit = n.v_stride_unit = 16 * 2 * 256;
   n.k_stride_token = n.v_stride_token = 2 * 256;
   n.k_stride_head = n.v_stride_head = 256;
-  t = make_kv_tma(n, 16);
+  t = make_kv_tma(n);
   EXPECT_EQ(t.box_rows, 16);
   EXPECT_EQ(t.v.token_dim, 2);
   EXPECT_EQ(t.v.unit_tokens, 16);
@@ -292,16 +292,16 @@ TEST(PrefillHopper, CudaKvTmaMaps) {
   h.k_stride_unit = h.v_stride_unit = 64 * 64;
   h.k_stride_head = h.v_stride_head = 64 * 64;
   h.k_stride_token = h.v_stride_token = 64;
-  EXPECT_EQ(make_kv_tma(h, 32).box_rows, 32);
+  EXPECT_EQ(make_kv_tma(h).box_rows, 32);
   // Refused: pages under 16 tokens, a page stride that is no whole number of tokens, an
   // unknown extent.
   n.page_size = 8;
-  EXPECT_EQ(make_kv_tma(n, 16).box_rows, 0);
+  EXPECT_EQ(make_kv_tma(n).box_rows, 0);
   n.page_size = 16;
   n.v_stride_unit += 8;
-  EXPECT_EQ(make_kv_tma(n, 16).box_rows, 0);
+  EXPECT_EQ(make_kv_tma(n).box_rows, 0);
   c.k_span = 0;
-  EXPECT_EQ(make_kv_tma(c, 32).box_rows, 0);
+  EXPECT_EQ(make_kv_tma(c).box_rows, 0);
   cudaFree(buf);
 #endif
 }

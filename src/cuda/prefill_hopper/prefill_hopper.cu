@@ -160,13 +160,7 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
                     ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
                     : p.num_kv_heads;
   if (a.num_virtual <= 0) return true;  // no query rows: nothing to write
-  if (hopper_knobs().tma) {
-    using prefill_hopper::TileConfig;
-    const int slice_rows = p.head_dim == 256   ? TileConfig<256>::kKvSliceRows
-                           : p.head_dim == 128 ? TileConfig<128>::kKvSliceRows
-                                               : TileConfig<64>::kKvSliceRows;
-    a.kv_tma = prefill_hopper::make_kv_tma(p, slice_rows);
-  }
+  if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p);
   const int grid = int(std::min<int64_t>(a.num_virtual, std::max(device_facts().sms, 1)));
 
   if (p.dtype == DType::bf16)

@@ -30,16 +30,21 @@ constexpr int kMTileRows = 128;      // query rows of an M tile: two consumer wa
 constexpr int kWarpgroupRows = 64;   // wgmma M: one consumer warpgroup's rows of an M tile
 constexpr int kProducerWarps = 4;    // the load warpgroup; each warp copies a quarter of a tile
 
+// Keys of a K/V tile (wgmma N of S = Q K^T). At head_dim 256 a consumer thread's O alone
+// takes 128 registers, so S gets 64 keys (32 registers) to stay inside kConsumerRegs; the
+// FLOPs per K/V tile are those of head_dim 128 with 128 keys. A function so the host (the
+// TMA boxes, kv_tma.cu) reads the same value as TileConfig.
+constexpr int kv_tile_rows(int head_dim) { return head_dim == 256 ? 64 : 128; }
+// K/V rows each producer warp copies of a tile.
+constexpr int kv_slice_rows(int head_dim) { return kv_tile_rows(head_dim) / kProducerWarps; }
+
 template <int kHeadDim>
 struct TileConfig {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "Hopper prefill: head_dim 64, 128 or 256");
   static constexpr int kBlockM = kMTileRows;
-  // Keys of a K/V tile (wgmma N of S = Q K^T). At head_dim 256 a consumer thread's O alone
-  // takes 128 registers, so S gets 64 keys (32 registers) to stay inside kConsumerRegs; the
-  // FLOPs per K/V tile are those of head_dim 128 with 128 keys.
-  static constexpr int kBlockN = kHeadDim == 256 ? 64 : 128;
-  static constexpr int kKvSliceRows = kBlockN / kProducerWarps;  // K/V rows per producer warp
+  static constexpr int kBlockN = kv_tile_rows(kHeadDim);
+  static constexpr int kKvSliceRows = kv_slice_rows(kHeadDim);
   // Ring depths. V gets one stage more than K where shared memory allows: a V stage frees
   // only when P V of its tile completes, half an iteration after K's S GEMM does, and with two
   // V stages the consumers waited on V (ncu stall sampling, bench/NOTES.md).
