@@ -185,10 +185,10 @@ struct Producer {
                                           int64_t stride_token, int64_t stride_head,
                                           const KvTmaMap& map) const {
     ring.wait_empty(empty);
-    const int64_t off = src.offset(stride_unit, stride_token, int64_t(t.kv_head) * stride_head);
     if (a.ablate & 2) {
       sm90::mbarrier_arrive(ring.bar(full));
     } else if (!load_slice_tma(t, src, map, ring.bar(full), tile)) {
+      const int64_t off = src.offset(stride_unit, stride_token, int64_t(t.kv_head) * stride_head);
       const T* base = static_cast<const T*>(pages);
       copy_warp_rows<T, kHeadDim, kKvRowsPerWarp>(tile, kBlockN, warp * kKvRowsPerWarp,
                                                   row_address(base, off),
