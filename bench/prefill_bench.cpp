@@ -1,9 +1,10 @@
 // Prefill throughput on the GPU: one JSON object per line on stdout.
 //   prefill_bench [--heads 32/8/128,...] [--shapes 1x8192,...] [--cache 16x512+4096]
-//                 [--systems ragged,paged16,paged1] [--min-ms T] [--causal no|yes|both]
+//                 [--systems ragged,contiguous,paged16,paged1] [--min-ms T] [--causal no|yes|both]
 // For every (heads, B x S, causal) it times flashpage's ragged prefill over contiguous K/V
-// (the vision-tower path) and its paged prefill reading K/V from shuffled pages of 16 and
-// of 1 token. The cache case B x S+C runs S new tokens per row over C cached ones (paged and
+// (the vision-tower path), its sdpa on [B, H, S, D] tensors (contiguous: PyTorch's layout;
+// top-left causal, so only where that is the same mask: S = L or not causal) and its paged
+// prefill reading K/V from shuffled pages of 16 and of 1 token. The cache case B x S+C runs S new tokens per row over C cached ones (paged and
 // ragged, causal bottom-right). FLOPs = 4 * B * Hq * D * (query, key) pairs that the mask
 // keeps; TFLOP/s from the median of event-timed calls.
 #include <cuda_runtime_api.h>
@@ -95,6 +96,17 @@ void run_case(const Case& c, const std::vector<std::string>& systems, double min
         print_result(c, "flashpage_ragged", 0, t, nullptr);
         continue;
       }
+      if (system == "contiguous") {
+        if (c.causal && c.qo_len != c.kv_len) continue;  // top-left != bottom-right there
+        Tensor qc = random_bf16({c.batch, c.hq, c.qo_len, c.d}, pattern);
+        Tensor kc = random_bf16({c.batch, c.hkv, c.kv_len, c.d}, pattern);
+        Tensor vc = random_bf16({c.batch, c.hkv, c.kv_len, c.d}, pattern);
+        Tensor oc = Tensor::empty({c.batch, c.hq, c.qo_len, c.d}, DType::bf16, gpu);
+        const auto t = bench::time_calls(
+            [&](int) { sdpa(qc, kc, vc, {}, params, oc, {}, stream); }, stream, 0, min_ms);
+        print_result(c, "flashpage_contiguous", 0, t, nullptr);
+        continue;
+      }
       const int64_t page = system == "paged1" ? 1 : 16;
       const int64_t pages_per_row = (c.kv_len + page - 1) / page, num_pages = c.batch * pages_per_row;
       std::vector<int32_t> ids(static_cast<size_t>(num_pages)), indptr(size_t(c.batch) + 1),
@@ -129,7 +141,7 @@ int main(int argc, char** argv) {
   std::string heads_arg = "32/8/128,32/32/128,16/16/256,32/32/64";
   std::string shapes_arg = "1x8192,8x2048,16x1024,64x512";
   std::string cache_arg = "16x512+4096";
-  std::string systems_arg = "ragged,paged16,paged1";
+  std::string systems_arg = "ragged,contiguous,paged16,paged1";
   double min_ms = 100.0;
   std::string causal_arg = "both";  // no | yes | both (one kind alone: profiling runs)
   for (int i = 1; i < argc; ++i) {
@@ -143,7 +155,7 @@ int main(int argc, char** argv) {
     else if (a == "--causal" && has_value) causal_arg = argv[++i];
     else {
       std::fprintf(stderr, "usage: prefill_bench [--heads Hq/Hkv/D,...] [--shapes BxS,...] "
-                           "[--cache BxS+C,...] [--systems ragged,paged16,paged1] [--min-ms T] [--causal no|yes|both]\n");
+                           "[--cache BxS+C,...] [--systems ragged,contiguous,paged16,paged1] [--min-ms T] [--causal no|yes|both]\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }

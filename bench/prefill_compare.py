@@ -20,19 +20,21 @@ FI_SYSTEMS = {"flashinfer_fa2_ragged": ("fa2", 0), "flashinfer_fa3_ragged": ("fa
 
 
 def median_us(fn, reps):
+    """Median µs per call, timed like prefill_bench (bench_util.h, time_calls): calls queued
+    back to back with an event after each, one synchronisation at the end, so the host's
+    dispatch overlaps the previous call and is not counted (a synchronisation per call would
+    add it to every figure)."""
     import torch
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
+    marks[0].record()
+    for r in range(reps):
         fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    times.sort()
+        marks[r + 1].record()
+    torch.cuda.synchronize()
+    times = sorted(marks[r].elapsed_time(marks[r + 1]) * 1e3 for r in range(reps))
     return times[len(times) // 2]
 
 

@@ -153,6 +153,58 @@ TEST(PrefillHopper, CudaRagged) {
         FP_CASE(run_ragged(rng, {{113, 1, 128}, {300, 40, 128}, 8, 2, d, t, causal}));  // cached prefix
         FP_CASE(run_ragged(rng, {{200, 64}, {150, 64}, 4, 4, d, t, causal}));  // L < S in a row
       }
+  // 300 rows: the kernel's longest-row scan (scheduler.cuh, schedule) takes several passes,
+  // and the longest row sits near the end.
+  std::vector<int64_t> many(300);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = int64_t(i * 7 % 23);
+  many[287] = 261;
+  for (bool causal : {false, true})
+    FP_CASE(run_ragged(rng, {many, {}, 8, 2, 128, DType::bf16, causal}));
+}
+
+// On the Hopper kernel the ragged call reads its rows' lengths on the device only, so it can
+// be captured in a CUDA graph; replayed after qo_indptr changed in place (the same total, a
+// longer longest row: 3 query ranges instead of 2), it must follow the new segments.
+TEST(PrefillHopper, CudaRaggedGraphFollowsMovedSegments) {
+  FP_REQUIRE_CUDA();
+  if (!hopper_expected()) GTEST_SKIP() << "ragged prefill is capturable on the Hopper kernel only";
+  FP_SEEDED_RNG(rng);
+  const Device dev = cuda0();
+  const std::vector<int64_t> first = {100, 200, 0, 57}, moved = {300, 7, 40, 10};
+  const int64_t n = 357, hq = 8, hkv = 2, d = 128;
+  const DType t = DType::bf16;
+  Tensor qo = host_ints(indptr_of(first)).to(dev);
+  const Tensor q = random_tensor(rng, {n, hq, d}, t, dev, -2, 2);
+  const Tensor k = random_tensor(rng, {n, hkv, d}, t, dev, -2, 2);
+  const Tensor v = random_tensor(rng, {n, hkv, d}, t, dev);
+  const AttentionParams p{0.0f, true, -1, 0.0f};
+  Tensor out = poisoned({n, hq, d}, t, dev);
+  Tensor lse = poisoned({n, hq}, DType::f32, dev);
+
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  batch_prefill_ragged(q, k, v, qo, Tensor(), p, out, lse, stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  expect_kernel("captured ragged prefill");
+
+  for (const auto* lens : {&first, &moved}) {
+    SCOPED_TRACE("q_lens " + fpt::str(*lens));
+    qo.copy_(host_ints(indptr_of(*lens)));  // same device buffer: the graph keeps its address
+    out.fill_(NAN);
+    lse.fill_(NAN);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const oracle::Result ref = oracle::prefill_ragged(q, k, v, qo, Tensor(), p);
+    expect_output(out, ref.out, t);
+    expect_lse(lse, ref.lse, t);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
 }
 
 // ---- paged: the plan's work list, pages of any size, NHD/HND ---------------------------

@@ -254,19 +254,24 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
   kvs.rows = {rows.data_as<const int32_t>(), 0, batch};
   PrefillTcParams t = tc_params(g, k.size(1), batch);
   set_strided_kv(t, kvs);
-  // The grid covers the longest segment: one small read of the offsets (a host sync; the
-  // planned paged path is the one to capture in graphs). Nq would be a bound too, but a grid
-  // of B x Nq/64 mostly idle blocks costs more than the attention itself at B = 64.
-  std::vector<int32_t> offsets(static_cast<size_t>(batch) + 1);
-  detail::copy_bytes(offsets.data(), Device::cpu(), qo_indptr.data(), qo_indptr.device(),
-                     offsets.size() * sizeof(int32_t), stream);
-  FP_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
-  int32_t longest = 0;
-  for (int32_t b = 0; b < batch; ++b) longest = std::max(longest, offsets[b + 1] - offsets[b]);
-  t.max_qo_len = longest;
   t.kv_tokens = k.size(0);
   t.k_span = detail::span_elements(k);
   t.v_span = detail::span_elements(v);
+  t.num_qo_tokens = q.size(0);
+  t.max_qo_len = -1;  // the Hopper kernel finds the longest row on the device
+  if (select_prefill_kernel(t) != PrefillKernel::hopper) {
+    // prefill_tc's grid covers the longest segment: one small read of the offsets (a host
+    // sync; the planned paged path is the one to capture in graphs there). Nq would be a
+    // bound too, but a grid of B x Nq/64 mostly idle blocks costs more than the attention
+    // itself at B = 64.
+    std::vector<int32_t> offsets(static_cast<size_t>(batch) + 1);
+    detail::copy_bytes(offsets.data(), Device::cpu(), qo_indptr.data(), qo_indptr.device(),
+                       offsets.size() * sizeof(int32_t), stream);
+    FP_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+    int32_t longest = 0;
+    for (int32_t b = 0; b < batch; ++b) longest = std::max(longest, offsets[b + 1] - offsets[b]);
+    t.max_qo_len = longest;
+  }
   if (run_tensor_core_prefill(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_strided(g, kvs, static_cast<cudaStream_t>(stream));
 }

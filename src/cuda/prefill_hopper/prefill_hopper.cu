@@ -76,6 +76,8 @@ bool covered_shapes(const PrefillTcParams& p) {
   if (paged && (p.page_indptr == nullptr || p.last_page_len == nullptr || p.page_size < 1))
     return false;
   if (p.work_ints != nullptr && p.work_tile_tokens < 1) return false;
+  // An unknown longest row: only ragged queries, whose qo_indptr the kernel can read.
+  if (p.work_ints == nullptr && p.max_qo_len < 0 && p.qo_indptr == nullptr) return false;
   return true;
 }
 
@@ -143,12 +145,27 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     a.subtiles = 2 * a.item_subtiles;
     a.units = (int64_t(p.num_work_host) + 1) / 2;  // item pairs
   } else {
-    a.tiles_per_row = int((int64_t(p.max_qo_len) + prefill_hopper::kQueryTileTokens - 1) /
-                          prefill_hopper::kQueryTileTokens);
     a.subtiles = int((int64_t(prefill_hopper::kQueryTileTokens) * k.group + kBlockM - 1) / kBlockM);
-    a.units = int64_t(a.tiles_per_row) * p.batch_size;  // query ranges
+    if (p.max_qo_len >= 0) {
+      a.tiles_per_row = int((int64_t(p.max_qo_len) + prefill_hopper::kQueryTileTokens - 1) /
+                            prefill_hopper::kQueryTileTokens);
+      a.units = int64_t(a.tiles_per_row) * p.batch_size;  // query ranges
+    } else {
+      a.rows_from_indptr = true;  // the kernel finds the longest row (scheduler.cuh, schedule)
+    }
   }
   a.num_virtual = a.units * p.num_kv_heads * a.subtiles;
+  // Non-empty virtual tiles, which is what can keep a block busy: all of them, or, when the
+  // kernel sizes the schedule itself, at most sum_b ceil(len_b / 128) <= Nq / 128 + B query
+  // ranges' worth.
+  const int64_t busy_tiles =
+      a.rows_from_indptr
+          ? ((p.num_qo_tokens + prefill_hopper::kQueryTileTokens - 1) /
+                 prefill_hopper::kQueryTileTokens +
+             p.batch_size) *
+                p.num_kv_heads * a.subtiles
+          : a.num_virtual;
+  if (a.rows_from_indptr && p.num_qo_tokens <= 0) return true;  // no query rows
   // Bands of KV heads whose K/V fit in about 40% of L2 (scheduler.cuh, split_band).
   constexpr int64_t kL2BandBytes = int64_t(24) << 20;
   const int64_t head_kv_bytes = p.kv_tokens * p.head_dim * 2 * 2;  // K and V, 16-bit
@@ -159,9 +176,9 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   a.head_band = banded && head_kv_bytes > 0
                     ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
                     : p.num_kv_heads;
-  if (a.num_virtual <= 0) return true;  // no query rows: nothing to write
+  if (!a.rows_from_indptr && a.num_virtual <= 0) return true;  // no query rows: nothing to write
   if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p);
-  const int grid = int(std::min<int64_t>(a.num_virtual, std::max(device_facts().sms, 1)));
+  const int grid = int(std::min<int64_t>(busy_tiles, std::max(device_facts().sms, 1)));
 
   if (p.dtype == DType::bf16)
     dispatch_head_dim<__nv_bfloat16>(a, grid, stream);

@@ -237,9 +237,10 @@ struct Producer {
     Ring<Cfg::kQStages> q_ring;
     Ring<Cfg::kKStages> k_ring;
     Ring<Cfg::kVStages> v_ring;
-    for (int64_t vt = blockIdx.x; vt < a.num_virtual; vt += gridDim.x) {
+    const Schedule sched = schedule(a, lane);
+    for (int64_t vt = blockIdx.x; vt < sched.num_virtual; vt += gridDim.x) {
       MTile t;
-      if (!resolve_m_tile<kBlockN>(a, vt, t)) continue;
+      if (!resolve_m_tile<kBlockN>(a, sched, vt, t)) continue;
       const bool empty = t.n_end <= t.n_begin;
       q_ring.wait_empty(s.q_empty);
       if (!empty) load_q(t, s.q_tile(q_ring.stage));

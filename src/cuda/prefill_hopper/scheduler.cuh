@@ -42,6 +42,10 @@ struct HopperArgs {
   int item_subtiles = 1;    // work list: M tiles one item needs, ceil(work_tile_tokens*group/128)
   int tiles_per_row = 0;    // no work list: 128-token ranges per batch row
   int64_t units = 0;        // query ranges (no work list) or item pairs, per KV head and subtile
+  // Ragged queries whose longest row the host does not know (tiles_per_row, units and
+  // num_virtual are then 0): the kernel reads qo_indptr itself (schedule()), so the call
+  // needs no device-to-host read and no host synchronisation.
+  bool rows_from_indptr = false;
   int head_band = 1;        // KV heads per L2 band (split_band)
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
   // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual).
@@ -102,13 +106,36 @@ __device__ __forceinline__ prefill_tc::KeyRange warpgroup_all_keys(const prefill
   return rows.count > 0 ? prefill_tc::tile_key_ranges(k, t.g, rows).all : prefill_tc::KeyRange{};
 }
 
+// The schedule's sizes: the host's, or derived here from qo_indptr (rows_from_indptr). A
+// warp-collective call (every lane gets the same result); the indptr reads are independent,
+// several in flight per lane, so B = 1024 rows cost a few L2 round trips.
+struct Schedule {
+  int64_t num_virtual = 0, units = 0;
+  int tiles_per_row = 0;
+};
+__device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
+  Schedule s{a.num_virtual, a.units, a.tiles_per_row};
+  if (!a.rows_from_indptr) return s;
+  const int32_t* indptr = a.k.p.qo_indptr;
+  const int batch = a.k.p.batch_size;
+  int longest = 0;
+#pragma unroll 4
+  for (int b = lane; b < batch; b += 32) longest = max(longest, indptr[b + 1] - indptr[b]);
+  longest = __reduce_max_sync(0xffffffffu, longest);
+  s.tiles_per_row = (longest + kQueryTileTokens - 1) / kQueryTileTokens;
+  s.units = int64_t(s.tiles_per_row) * batch;
+  s.num_virtual = s.units * a.k.p.num_kv_heads * a.subtiles;
+  return s;
+}
+
 __device__ __forceinline__ const int32_t* work_item(const HopperArgs& a, int64_t w) {
   return a.k.p.work_ints + Workspace::Impl::kHeaderInts + w * Workspace::Impl::kWorkFields;
 }
 
 // Fills t for virtual tile v; false when v names no rows (skip it). Block-uniform.
 template <int kBlockN>
-__device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, int64_t v, MTile& t) {
+__device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedule& sched,
+                                               int64_t v, MTile& t) {
   const prefill_tc::KernelArgs& k = a.k;
   // Subtile fastest keeps a query range's M tiles (which read the same K/V) together in time.
   // With a work list, where a pair's second half of subtiles may be empty (MHA: one M tile
@@ -117,7 +144,7 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, int64_t v, M
   int sub;
   int64_t rest;
   if (k.p.work_ints != nullptr) {
-    const int64_t per_subtile = a.num_virtual / a.subtiles;
+    const int64_t per_subtile = sched.num_virtual / a.subtiles;
     sub = int(v / per_subtile);
     rest = v - int64_t(sub) * per_subtile;
   } else {
@@ -125,7 +152,7 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, int64_t v, M
     rest = v / a.subtiles;
   }
   int64_t unit;  // query range (no work list) or pair
-  split_band(rest, a.units, k.p.num_kv_heads, a.head_band, t.kv_head, unit);
+  split_band(rest, sched.units, k.p.num_kv_heads, a.head_band, t.kv_head, unit);
   int q_begin = 0, q_end = 0, first = 0;
   if (k.p.work_ints != nullptr) {
     const int64_t num_work = k.p.work_ints[0];
@@ -157,7 +184,7 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, int64_t v, M
     const int64_t ranges_per_rank = int64_t(k.p.batch_size);
     const int rank = int(unit / ranges_per_rank);
     t.b = int(unit % ranges_per_rank);
-    const int qt = k.causal ? a.tiles_per_row - 1 - rank : rank;  // latest first when causal
+    const int qt = k.causal ? sched.tiles_per_row - 1 - rank : rank;  // latest first when causal
     t.g = prefill_tc::row_geometry(k, t.b);
     q_begin = qt * kQueryTileTokens;
     q_end = q_begin + kQueryTileTokens;

@@ -57,6 +57,7 @@ bool prefill_tc_covers(const PrefillTcParams& p) {
     return false;
   if (p.mask != nullptr && !covered_mask_dtype(p.mask_dtype)) return false;
   if (p.work_ints != nullptr && p.work_tile_tokens < 1) return false;
+  if (p.work_ints == nullptr && p.max_qo_len < 0) return false;  // its grid needs the bound
   return true;
 }
 

@@ -74,6 +74,11 @@ struct PrefillTcParams {
   int num_work_host = 0;
   int work_tile_tokens = 64;
   int max_qo_len = 0;
+  // Ragged queries only: max_qo_len < 0 means the host does not know the longest row. The
+  // Hopper kernel then reads qo_indptr itself (no device-to-host read, no host
+  // synchronisation, CUDA-graph capturable); prefill_tc does not cover it. num_qo_tokens
+  // (the rows' total, Nq) then bounds the Hopper grid.
+  int64_t num_qo_tokens = 0;
   int64_t kv_tokens = 0;  // K/V tokens the call reads over all rows (0: unknown); the Hopper
                           // kernel orders its tiles in bands of KV heads whose K/V fit in L2
 };
