@@ -55,10 +55,13 @@ struct Timing {
 };
 
 // Warm-up, one probe to size the repetitions to ~min_ms, then one event pair per call;
-// call(r) runs repetition r on `stream`.
+// call(r) runs repetition r on `stream`. warm_ms > 0 adds that much GPU time of the same call
+// before timing: under sustained tensor-core load the H200 sits at its power cap with lower
+// clocks than from idle (bench/NOTES.md, session 11), so without it whichever system runs
+// first after a pause reads up to ~10% high.
 template <class Call>
 Timing time_calls(Call&& call, cudaStream_t stream, int reps_wanted, double min_ms,
-                  int warmup = 5) {
+                  int warmup = 5, double warm_ms = 0.0) {
   for (int i = 0; i < warmup; ++i) call(i);
   cudaEvent_t e0, e1;
   BENCH_CUDA(cudaEventCreate(&e0));
@@ -69,6 +72,10 @@ Timing time_calls(Call&& call, cudaStream_t stream, int reps_wanted, double min_
   BENCH_CUDA(cudaEventSynchronize(e1));
   float probe_ms = 0.0f;
   BENCH_CUDA(cudaEventElapsedTime(&probe_ms, e0, e1));
+  if (warm_ms > 0.0) {
+    const int warm_calls = std::clamp(int(warm_ms / std::max(probe_ms, 1e-3f)), 1, 20000);
+    for (int i = 0; i < warm_calls; ++i) call(i);
+  }
   const int reps = reps_wanted > 0 ? reps_wanted
                                    : std::clamp(int(min_ms / std::max(probe_ms, 1e-3f)), 10, 2000);
   std::vector<cudaEvent_t> marks(static_cast<size_t>(reps) + 1);

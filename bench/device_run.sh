@@ -33,6 +33,14 @@ if [ ! -x "$BUILD/tools/flashpage" ]; then
     cmake --build "$BUILD" -j16 >>"$OUT/build.log" 2>&1 || { note "BUILD FAILED"; tail -30 "$OUT/build.log"; exit 1; }
 fi
 
+# MONITOR=1: SM clock, power and temperature every 100 ms through the stages (monitor.csv),
+# to tell a kernel change from the GPU's clocks moving under sustained load.
+if [ "${MONITOR:-0}" = 1 ]; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv,noheader -lms 100 >"$OUT/monitor.csv" 2>&1 &
+  monitor_pid=$!
+fi
+
 for stage in $STAGES; do
   case "$stage" in
     test)
@@ -150,6 +158,7 @@ for stage in $STAGES; do
       ;;
   esac
 done
+[ -n "${monitor_pid:-}" ] && kill "$monitor_pid" 2>/dev/null
 # Only a few files come back from the device: logs travel as one archive.
 (cd "$OUT" && tar czf "${ARCHIVE:-logs}.tar.gz" --remove-files *.log *.jsonl *.err *.csv *_table.txt failures.txt 2>/dev/null)
 echo "==== summary"

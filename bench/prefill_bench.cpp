@@ -1,14 +1,17 @@
 // Prefill throughput on the GPU: one JSON object per line on stdout.
 //   prefill_bench [--heads 32/8/128,...] [--shapes 1x8192,...] [--cache 16x512+4096]
 //                 [--systems ragged,contiguous,paged16,paged1] [--min-ms T] [--causal no|yes|both]
+// ("none" for --shapes or --cache leaves that kind of case out)
 // For every (heads, B x S, causal) it times flashpage's ragged prefill over contiguous K/V
 // (the vision-tower path), its sdpa on [B, H, S, D] tensors (contiguous: PyTorch's layout;
 // top-left causal, so only where that is the same mask: S = L or not causal) and its paged
 // prefill reading K/V from shuffled pages of 16 and of 1 token. The cache case B x S+C runs S new tokens per row over C cached ones (paged and
 // ragged, causal bottom-right). FLOPs = 4 * B * Hq * D * (query, key) pairs that the mask
-// keeps; TFLOP/s from the median of event-timed calls.
+// keeps; TFLOP/s from the median of event-timed calls, each system timed after min_ms of its
+// own calls (the GPU at its sustained clocks, bench_util.h).
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -34,6 +37,13 @@ double unmasked_pairs(const Case& c) {
   return pairs;
 }
 
+// Wall-clock time of a result line, to line it up with bench/device_run.sh's MONITOR log.
+long long unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 void print_result(const Case& c, const char* system_base, int64_t page_size, const bench::Timing& t,
                   const char* error) {
   // FLASHPAGE_BENCH_LABEL tags a variant run (e.g. FLASHPAGE_PREFILL_KERNEL=tc) in one file.
@@ -50,11 +60,11 @@ void print_result(const Case& c, const char* system_base, int64_t page_size, con
   } else {
     std::printf("{\"system\":\"%s\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,\"qo_len\":%lld,"
                 "\"kv_len\":%lld,\"causal\":%s,\"page_size\":%lld,\"flops\":%.0f,\"us\":%.3f,"
-                "\"us_min\":%.3f,\"tflops\":%.2f,\"reps\":%d}\n",
+                "\"us_min\":%.3f,\"tflops\":%.2f,\"reps\":%d,\"unix_ms\":%lld}\n",
                 system.c_str(), (long long)c.hq, (long long)c.hkv, (long long)c.d, (long long)c.batch,
                 (long long)c.qo_len, (long long)c.kv_len, c.causal ? "true" : "false",
                 (long long)page_size, flops, t.median_us, t.min_us, flops / (t.median_us * 1e-6) / 1e12,
-                t.reps);
+                t.reps, unix_ms());
   }
   std::fflush(stdout);
 }
@@ -92,7 +102,7 @@ void run_case(const Case& c, const std::vector<std::string>& systems, double min
         const Tensor kv_dev = int_tensor(kvp, gpu);
         const auto t = bench::time_calls(
             [&](int) { batch_prefill_ragged(q, k, v, qo_dev, kv_dev, params, out, {}, stream); },
-            stream, 0, min_ms);
+            stream, 0, min_ms, 5, min_ms);
         print_result(c, "flashpage_ragged", 0, t, nullptr);
         continue;
       }
@@ -103,7 +113,7 @@ void run_case(const Case& c, const std::vector<std::string>& systems, double min
         Tensor vc = random_bf16({c.batch, c.hkv, c.kv_len, c.d}, pattern);
         Tensor oc = Tensor::empty({c.batch, c.hq, c.qo_len, c.d}, DType::bf16, gpu);
         const auto t = bench::time_calls(
-            [&](int) { sdpa(qc, kc, vc, {}, params, oc, {}, stream); }, stream, 0, min_ms);
+            [&](int) { sdpa(qc, kc, vc, {}, params, oc, {}, stream); }, stream, 0, min_ms, 5, min_ms);
         print_result(c, "flashpage_contiguous", 0, t, nullptr);
         continue;
       }
@@ -125,7 +135,7 @@ void run_case(const Case& c, const std::vector<std::string>& systems, double min
       const Plan plan = plan_prefill(ws, qo_host, host, kv, 0, c.hq);
       const auto t = bench::time_calls(
           [&](int) { batch_prefill_paged(ws, plan, q, qo_dev, kv, {}, params, out, {}, stream); },
-          stream, 0, min_ms);
+          stream, 0, min_ms, 5, min_ms);
       print_result(c, page == 1 ? "flashpage_paged1" : "flashpage_paged16", page, t, nullptr);
     } catch (const std::exception& e) {
       std::string msg = e.what();
@@ -171,7 +181,7 @@ int main(int argc, char** argv) {
     const auto h = bench::split(hs, '/');
     if (h.size() != 3) return 2;
     const int64_t hq = std::atoll(h[0].c_str()), hkv = std::atoll(h[1].c_str()), d = std::atoll(h[2].c_str());
-    for (const auto& ss : bench::split(shapes_arg, ',')) {
+    for (const auto& ss : bench::split(shapes_arg == "none" ? "" : shapes_arg, ',')) {
       const auto p = bench::split(ss, 'x');
       if (p.size() != 2) return 2;
       const int64_t b = std::atoll(p[0].c_str()), s = std::atoll(p[1].c_str());

@@ -13,6 +13,7 @@ import os
 import subprocess
 
 FI_WORKSPACE_BYTES = 256 << 20
+WARM_S = 0.1  # warm-up per timed case; prefill_bench's default --min-ms is 100 too
 FI_PAGE = 16
 # system -> (backend, page size; 0 = ragged K/V)
 FI_SYSTEMS = {"flashinfer_fa2_ragged": ("fa2", 0), "flashinfer_fa3_ragged": ("fa3", 0),
@@ -24,10 +25,17 @@ def median_us(fn, reps):
     back to back with an event after each, one synchronisation at the end, so the host's
     dispatch overlaps the previous call and is not counted (a synchronisation per call would
     add it to every figure)."""
+    import time
     import torch
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
+    # Warm up for ~100 ms of calls, as prefill_bench does (the GPU at its sustained clocks).
+    start = time.perf_counter()
+    while time.perf_counter() - start < WARM_S:
+        for _ in range(8):
+            fn()
+        torch.cuda.synchronize()
     marks = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
     marks[0].record()
     for r in range(reps):

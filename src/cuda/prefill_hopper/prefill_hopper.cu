@@ -140,6 +140,8 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   k.page_div = FastDivisor(uint32_t(k.paged ? p.page_size : 1));
   k.group = p.num_qo_heads / p.num_kv_heads;
 
+  // Odd groups leave a subtile of some work-list pairs empty; those keep subtile slowest.
+  a.subtile_fastest = p.work_ints == nullptr || k.group % 2 == 0;
   if (p.work_ints != nullptr) {
     a.item_subtiles = int((int64_t(p.work_tile_tokens) * k.group + kBlockM - 1) / kBlockM);
     a.subtiles = 2 * a.item_subtiles;

@@ -47,6 +47,7 @@ struct HopperArgs {
   // needs no device-to-host read and no host synchronisation.
   bool rows_from_indptr = false;
   int head_band = 1;        // KV heads per L2 band (split_band)
+  bool subtile_fastest = true;  // virtual tile order (resolve_m_tile)
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
   // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual).
   int ablate = 0;
@@ -137,19 +138,19 @@ template <int kBlockN>
 __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedule& sched,
                                                int64_t v, MTile& t) {
   const prefill_tc::KernelArgs& k = a.k;
-  // Subtile fastest keeps a query range's M tiles (which read the same K/V) together in time.
-  // With a work list, where a pair's second half of subtiles may be empty (MHA: one M tile
-  // per 128-token pair), subtile slowest instead: with subtile fastest, an even grid stride
-  // would hand every empty subtile to the same half of the blocks.
+  // Subtile fastest keeps a query range's M tiles (which read the same K/V) together in time,
+  // so L2 serves their K/V after the first. Work lists with an odd group (MHA: one M tile per
+  // 128-token pair, the pair's second subtile empty) take subtile slowest instead: with
+  // subtile fastest, an even grid stride would hand every empty subtile to the same blocks.
   int sub;
   int64_t rest;
-  if (k.p.work_ints != nullptr) {
+  if (a.subtile_fastest) {
+    sub = int(v % a.subtiles);
+    rest = v / a.subtiles;
+  } else {
     const int64_t per_subtile = sched.num_virtual / a.subtiles;
     sub = int(v / per_subtile);
     rest = v - int64_t(sub) * per_subtile;
-  } else {
-    sub = int(v % a.subtiles);
-    rest = v / a.subtiles;
   }
   int64_t unit;  // query range (no work list) or pair
   split_band(rest, sched.units, k.p.num_kv_heads, a.head_band, t.kv_head, unit);
@@ -158,28 +159,36 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     const int64_t num_work = k.p.work_ints[0];
     const int64_t w0 = 2 * unit, w1 = w0 + 1;
     if (w0 >= num_work) return false;  // the grid was sized from the host's count
+    // Both items first (independent loads), then only the chosen row's geometry: an empty
+    // subtile (the second of an MHA pair that is one range) is skipped after one round trip.
     const int32_t* i0 = work_item(a, w0);
-    t.b = i0[0];
-    if (t.b < 0 || t.b >= k.p.batch_size) return false;
-    t.g = prefill_tc::row_geometry(k, t.b);
-    const int32_t* i1 = w1 < num_work ? work_item(a, w1) : nullptr;
-    if (i1 != nullptr && i1[0] == t.b && i1[1] == i0[2]) {  // one range of two items
-      q_begin = i0[1];
-      q_end = i1[2];
+    const int b0 = i0[0], begin0 = i0[1], end0 = i0[2];
+    int b1 = -1, begin1 = 0, end1 = 0;
+    if (w1 < num_work) {
+      const int32_t* i1 = work_item(a, w1);
+      b1 = i1[0];
+      begin1 = i1[1];
+      end1 = i1[2];
+    }
+    if (b1 == b0 && begin1 == end0) {  // one range of two items
+      t.b = b0;
+      q_begin = begin0;
+      q_end = end1;
       first = sub * kMTileRows;
     } else if (sub < a.item_subtiles) {
-      q_begin = i0[1];
-      q_end = i0[2];
+      t.b = b0;
+      q_begin = begin0;
+      q_end = end0;
       first = sub * kMTileRows;
     } else {
-      if (i1 == nullptr) return false;
-      t.b = i1[0];
-      if (t.b < 0 || t.b >= k.p.batch_size) return false;
-      t.g = prefill_tc::row_geometry(k, t.b);
-      q_begin = i1[1];
-      q_end = i1[2];
+      t.b = b1;  // -1 past the last item
+      q_begin = begin1;
+      q_end = end1;
       first = (sub - a.item_subtiles) * kMTileRows;
     }
+    if (t.b < 0 || t.b >= k.p.batch_size) return false;
+    if (first >= (q_end - q_begin) * k.group) return false;  // no rows, even before clamping
+    t.g = prefill_tc::row_geometry(k, t.b);
   } else {
     const int64_t ranges_per_rank = int64_t(k.p.batch_size);
     const int rank = int(unit / ranges_per_rank);
