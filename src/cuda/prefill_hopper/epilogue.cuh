@@ -10,9 +10,9 @@
 // one chunk: the XOR spreads the rows over all 32 banks) and the 16-byte reads (8 lanes read
 // one 128-byte swizzle row) are free of bank conflicts.
 //
-// Only the warpgroup's 128 threads synchronise (named barrier): once before writing (every
-// warp's S GEMMs, which read these Q rows, have completed) and once before reading back. The
-// caller frees the Q stage afterwards.
+// Only the warpgroup's 128 threads synchronise (named barrier), once before writing (every
+// warp's S GEMMs, which read these Q rows, have completed); each warp then reads back only its
+// own rows. The caller frees the Q stage afterwards.
 #include <cstdint>
 
 #include "cuda/prefill_hopper/scheduler.cuh"
@@ -54,23 +54,44 @@ struct Epilogue {
     });
   }
 
+  // Each warp reads back only the 16 rows it staged, so after the staging a __syncwarp is
+  // enough; lane l < 16 resolves row warp_row0 + l's output address once (a division by the
+  // group and 64-bit offsets), and each pass shuffles it to the lanes storing that row. ncu
+  // (bench/NOTES.md, session 11): with a WG barrier and the address resolved per 16-byte
+  // store, the epilogue executed ~610 instructions per warp and M tile, ~40% of a 4-tile
+  // main loop at 64 x 512.
+  static constexpr int kWarpRows = 16;
+  static constexpr int kLanesPerRow = Cfg::kChunks < 32 ? Cfg::kChunks : 32;
+  static constexpr int kWarpRowsPerPass = 32 / kLanesPerRow;
+  static constexpr int kChunksPerLane = Cfg::kChunks / kLanesPerRow;
+
   __device__ __forceinline__ void store(const MTile& tile, const float (&o)[Cfg::kDimTiles][4],
                                         const float (&m)[2], const float (&d)[2]) const {
     const int lane = t & 31;
-    const int warp_row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * 16;
+    const int warp_row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * kWarpRows;
     const float row_d[2] = {prefill_tc::quad_sum(d[0]), prefill_tc::quad_sum(d[1])};
-    sync();
+    // The row address first: its loads and divisions overlap the barrier and the staging.
+    const int my_row = warp_row0 + (lane & (kWarpRows - 1));
+    T* my_out = my_row < tile.rows.count ? out_row(tile, my_row) : nullptr;
+    sync();  // every warp's S GEMMs on these Q rows have completed: staging may overwrite them
     stage(o, row_d, warp_row0, lane);
     prefill_tc::write_lse(k, tile.g, tile.rows, tile.b, warp_row0, lane, m, row_d);
-    sync();
-    const int chunk = t % Cfg::kChunks;
+    __syncwarp();
+    const int sub_row = lane / kLanesPerRow, lane_chunk = lane % kLanesPerRow;
 #pragma unroll
-    for (int pass = 0; pass < Cfg::kWarpgroupRows / kRowsPerPass; ++pass) {
-      const int r = wg * Cfg::kWarpgroupRows + pass * kRowsPerPass + t / Cfg::kChunks;
-      if (r >= tile.rows.count) break;  // rows grow with the pass
-      const uint4 value =
-          *reinterpret_cast<const uint4*>(staging + tile_chunk_offset(r, chunk, Cfg::kBlockM));
-      *reinterpret_cast<uint4*>(out_row(tile, r) + chunk * (kChunkBytes / Cfg::kElemBytes)) = value;
+    for (int pass = 0; pass < kWarpRows / kWarpRowsPerPass; ++pass) {
+      const int row_in_warp = pass * kWarpRowsPerPass + sub_row;
+      T* dst = reinterpret_cast<T*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_out), row_in_warp));
+      if (dst == nullptr) continue;  // past the tile's rows
+      const int r = warp_row0 + row_in_warp;
+#pragma unroll
+      for (int c = 0; c < kChunksPerLane; ++c) {
+        const int chunk = lane_chunk + c * kLanesPerRow;
+        const uint4 value =
+            *reinterpret_cast<const uint4*>(staging + tile_chunk_offset(r, chunk, Cfg::kBlockM));
+        *reinterpret_cast<uint4*>(dst + chunk * (kChunkBytes / Cfg::kElemBytes)) = value;
+      }
     }
   }
 
