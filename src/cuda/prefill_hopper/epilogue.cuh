@@ -61,9 +61,8 @@ struct Epilogue {
   // store, the epilogue executed ~610 instructions per warp and M tile, ~40% of a 4-tile
   // main loop at 64 x 512.
   static constexpr int kWarpRows = 16;
-  static constexpr int kLanesPerRow = Cfg::kChunks < 32 ? Cfg::kChunks : 32;
-  static constexpr int kWarpRowsPerPass = 32 / kLanesPerRow;
-  static constexpr int kChunksPerLane = Cfg::kChunks / kLanesPerRow;
+  static_assert(Cfg::kChunks <= 32, "one lane per 16-byte chunk of a row");
+  static constexpr int kWarpRowsPerPass = 32 / Cfg::kChunks;
 
   __device__ __forceinline__ void store(const MTile& tile, const float (&o)[Cfg::kDimTiles][4],
                                         const float (&m)[2], const float (&d)[2]) const {
@@ -77,7 +76,7 @@ struct Epilogue {
     stage(o, row_d, warp_row0, lane);
     prefill_tc::write_lse(k, tile.g, tile.rows, tile.b, warp_row0, lane, m, row_d);
     __syncwarp();
-    const int sub_row = lane / kLanesPerRow, lane_chunk = lane % kLanesPerRow;
+    const int sub_row = lane / Cfg::kChunks, chunk = lane % Cfg::kChunks;
 #pragma unroll
     for (int pass = 0; pass < kWarpRows / kWarpRowsPerPass; ++pass) {
       const int row_in_warp = pass * kWarpRowsPerPass + sub_row;
@@ -85,13 +84,9 @@ struct Epilogue {
           __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_out), row_in_warp));
       if (dst == nullptr) continue;  // past the tile's rows
       const int r = warp_row0 + row_in_warp;
-#pragma unroll
-      for (int c = 0; c < kChunksPerLane; ++c) {
-        const int chunk = lane_chunk + c * kLanesPerRow;
-        const uint4 value =
-            *reinterpret_cast<const uint4*>(staging + tile_chunk_offset(r, chunk, Cfg::kBlockM));
-        *reinterpret_cast<uint4*>(dst + chunk * (kChunkBytes / Cfg::kElemBytes)) = value;
-      }
+      const uint4 value =
+          *reinterpret_cast<const uint4*>(staging + tile_chunk_offset(r, chunk, Cfg::kBlockM));
+      *reinterpret_cast<uint4*>(dst + chunk * (kChunkBytes / Cfg::kElemBytes)) = value;
     }
   }
 
