@@ -125,6 +125,7 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   if (!prefill_hopper_covers(p)) return false;
   using prefill_hopper::HopperArgs;
   constexpr int kBlockM = prefill_hopper::kMTileRows;  // every head_dim's M tile
+  constexpr int kRange = prefill_hopper::kQueryTileTokens;  // query tokens per range
 
   HopperArgs a;
   a.ablate = hopper_knobs().ablate;
@@ -147,27 +148,24 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     a.subtiles = 2 * a.item_subtiles;
     a.units = (int64_t(p.num_work_host) + 1) / 2;  // item pairs
   } else {
-    a.subtiles = int((int64_t(prefill_hopper::kQueryTileTokens) * k.group + kBlockM - 1) / kBlockM);
+    a.subtiles = int((int64_t(kRange) * k.group + kBlockM - 1) / kBlockM);
     if (p.max_qo_len >= 0) {
-      a.tiles_per_row = int((int64_t(p.max_qo_len) + prefill_hopper::kQueryTileTokens - 1) /
-                            prefill_hopper::kQueryTileTokens);
+      a.tiles_per_row = int((int64_t(p.max_qo_len) + kRange - 1) / kRange);
       a.units = int64_t(a.tiles_per_row) * p.batch_size;  // query ranges
     } else {
       a.rows_from_indptr = true;  // the kernel finds the longest row (scheduler.cuh, schedule)
     }
   }
   a.num_virtual = a.units * p.num_kv_heads * a.subtiles;
-  // Non-empty virtual tiles, which is what can keep a block busy: all of them, or, when the
-  // kernel sizes the schedule itself, at most sum_b ceil(len_b / 128) <= Nq / 128 + B query
-  // ranges' worth.
-  const int64_t busy_tiles =
-      a.rows_from_indptr
-          ? ((p.num_qo_tokens + prefill_hopper::kQueryTileTokens - 1) /
-                 prefill_hopper::kQueryTileTokens +
-             p.batch_size) *
-                p.num_kv_heads * a.subtiles
-          : a.num_virtual;
-  if (a.rows_from_indptr && p.num_qo_tokens <= 0) return true;  // no query rows
+  // Virtual tiles that can hold rows, which is what can keep a block busy: all of them, or,
+  // when the kernel sizes the schedule itself, at most sum_b ceil(len_b / 128) <=
+  // ceil(Nq / 128) + B query ranges' worth.
+  int64_t busy_tiles = a.num_virtual;
+  if (a.rows_from_indptr) {
+    const int64_t ranges =
+        p.num_qo_tokens > 0 ? (p.num_qo_tokens + kRange - 1) / kRange + p.batch_size : 0;
+    busy_tiles = ranges * p.num_kv_heads * a.subtiles;
+  }
   // Bands of KV heads whose K/V fit in about 40% of L2 (scheduler.cuh, split_band).
   constexpr int64_t kL2BandBytes = int64_t(24) << 20;
   const int64_t head_kv_bytes = p.kv_tokens * p.head_dim * 2 * 2;  // K and V, 16-bit
@@ -178,7 +176,7 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   a.head_band = banded && head_kv_bytes > 0
                     ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
                     : p.num_kv_heads;
-  if (!a.rows_from_indptr && a.num_virtual <= 0) return true;  // no query rows: nothing to write
+  if (busy_tiles <= 0) return true;  // no query rows: nothing to write
   if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p);
   const int grid = int(std::min<int64_t>(busy_tiles, std::max(device_facts().sms, 1)));
 
