@@ -5,8 +5,8 @@
 // For every (heads, B x S, causal) it times flashpage's ragged prefill over contiguous K/V
 // (the vision-tower path), its sdpa on [B, H, S, D] tensors (contiguous: PyTorch's layout;
 // top-left causal, so only where that is the same mask: S = L or not causal) and its paged
-// prefill reading K/V from shuffled pages of 16 and of 1 token. The cache case B x S+C runs S new tokens per row over C cached ones (paged and
-// ragged, causal bottom-right). FLOPs = 4 * B * Hq * D * (query, key) pairs that the mask
+// prefill reading K/V from shuffled pages of 16 and of 1 token. The cache case B x S+C runs
+// S new tokens per row over C cached ones (paged and ragged, causal bottom-right). FLOPs = 4 * B * Hq * D * (query, key) pairs that the mask
 // keeps; TFLOP/s from the median of event-timed calls, each system timed after min_ms of its
 // own calls (the GPU at its sustained clocks, bench_util.h).
 #include <cuda_runtime_api.h>
@@ -95,14 +95,15 @@ void run_case(const Case& c, const std::vector<std::string>& systems, double min
     kvp[size_t(b)] = int32_t(b * c.kv_len);
   }
   const Tensor qo_host = int_tensor(qo, Device::cpu()), qo_dev = qo_host.to(gpu);
+  // Every system: min_ms of its own calls first, then ~min_ms timed (bench_util.h).
+  auto timed = [&](auto&& call) { return bench::time_calls(call, stream, 0, min_ms, 5, min_ms); };
   for (const std::string& system : systems) {
     try {
       if (system == "ragged") {
         Tensor k = random_bf16({nkv, c.hkv, c.d}, pattern), v = random_bf16({nkv, c.hkv, c.d}, pattern);
         const Tensor kv_dev = int_tensor(kvp, gpu);
-        const auto t = bench::time_calls(
-            [&](int) { batch_prefill_ragged(q, k, v, qo_dev, kv_dev, params, out, {}, stream); },
-            stream, 0, min_ms, 5, min_ms);
+        const auto t =
+            timed([&](int) { batch_prefill_ragged(q, k, v, qo_dev, kv_dev, params, out, {}, stream); });
         print_result(c, "flashpage_ragged", 0, t, nullptr);
         continue;
       }
@@ -112,8 +113,7 @@ void run_case(const Case& c, const std::vector<std::string>& systems, double min
         Tensor kc = random_bf16({c.batch, c.hkv, c.kv_len, c.d}, pattern);
         Tensor vc = random_bf16({c.batch, c.hkv, c.kv_len, c.d}, pattern);
         Tensor oc = Tensor::empty({c.batch, c.hq, c.qo_len, c.d}, DType::bf16, gpu);
-        const auto t = bench::time_calls(
-            [&](int) { sdpa(qc, kc, vc, {}, params, oc, {}, stream); }, stream, 0, min_ms, 5, min_ms);
+        const auto t = timed([&](int) { sdpa(qc, kc, vc, {}, params, oc, {}, stream); });
         print_result(c, "flashpage_contiguous", 0, t, nullptr);
         continue;
       }
@@ -133,9 +133,8 @@ void run_case(const Case& c, const std::vector<std::string>& systems, double min
       kv.table = host.to(gpu);
       Workspace ws(gpu);
       const Plan plan = plan_prefill(ws, qo_host, host, kv, 0, c.hq);
-      const auto t = bench::time_calls(
-          [&](int) { batch_prefill_paged(ws, plan, q, qo_dev, kv, {}, params, out, {}, stream); },
-          stream, 0, min_ms, 5, min_ms);
+      const auto t =
+          timed([&](int) { batch_prefill_paged(ws, plan, q, qo_dev, kv, {}, params, out, {}, stream); });
       print_result(c, page == 1 ? "flashpage_paged1" : "flashpage_paged16", page, t, nullptr);
     } catch (const std::exception& e) {
       std::string msg = e.what();
