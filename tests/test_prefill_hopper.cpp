@@ -162,6 +162,19 @@ TEST(PrefillHopper, CudaRagged) {
     FP_CASE(run_ragged(rng, {many, {}, 8, 2, 128, DType::bf16, causal}));
 }
 
+// Causal schedules of at least two virtual tiles per block are folded (scheduler.cuh): a
+// block takes a query range and then its mirror. These have an odd number of ranges (the
+// middle one has no mirror) and, like the 300-row case above (an even number), enough tiles
+// to fold on any GPU of up to 132 SMs.
+TEST(PrefillHopper, CudaRaggedCausalFolded) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  const std::vector<int64_t> lens = {300, 129, 257, 1, 200};  // 3 ranges x 5 rows
+  FP_CASE(run_ragged(rng, {lens, {}, 32, 8, 128, DType::bf16, true}));   // 480 tiles
+  FP_CASE(run_ragged(rng, {lens, {}, 20, 20, 256, DType::f16, true}));   // 300 tiles
+  FP_CASE(run_ragged(rng, {{800, 513, 650}, {}, 16, 16, 64, DType::bf16, true}));  // 336
+}
+
 // On the Hopper kernel the ragged call reads its rows' lengths on the device only, so it can
 // be captured in a CUDA graph; replayed after qo_indptr changed in place (the same total, a
 // longer longest row: 3 query ranges instead of 2), it must follow the new segments.
@@ -281,6 +294,16 @@ TEST(PrefillHopper, CudaPagedWindowSoftCap) {
     FP_CASE(run_paged(rng, {{500, 90}, {}, 40, 16, 8, 1, 128, KvLayout::NHD, t, true, 64, 20.0f}));
     FP_CASE(run_paged(rng, {{300, 301}, {300, 1}, 0, 3, 4, 2, 64, KvLayout::HND, t, true, 100}));
   }
+}
+
+// A folded causal work list (scheduler.cuh): 17 item pairs (odd), 544 virtual tiles.
+TEST(PrefillHopper, CudaPagedCausalFolded) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  FP_CASE(run_paged(rng, {{800, 513, 650}, {800, 300, 650}, 0, 16, 16, 16, 64, KvLayout::NHD,
+                          DType::bf16, true}));
+  FP_CASE(run_paged(rng, {{800, 513, 650}, {800, 300, 650}, 0, 16, 32, 8, 128, KvLayout::HND,
+                          DType::f16, true}));
 }
 
 // Pages that are no power of two but hold whole 16-row TMA boxes (kv_tma.h): a producer

@@ -95,12 +95,14 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
 // FLASHPAGE_PREFILL_ABLATE=bits leaves stages out (HopperArgs::ablate; wrong results),
 // FLASHPAGE_PREFILL_L2_BAND=0 runs every KV head in one band (split_band),
 // FLASHPAGE_PREFILL_PINGPONG=0 lets the consumer warpgroups issue GEMMs without taking turns,
-// FLASHPAGE_PREFILL_TMA=0 loads every K/V tile by cp.async (kv_tma.h).
+// FLASHPAGE_PREFILL_TMA=0 loads every K/V tile by cp.async (kv_tma.h),
+// FLASHPAGE_PREFILL_FOLD=0 strides causal schedules unit by unit (scheduler.cuh, folding).
 struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
   bool pingpong = true;
   bool tma = true;
+  bool fold = true;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -109,6 +111,7 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_L2_BAND")) k.l2_bands = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_PINGPONG")) k.pingpong = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_TMA")) k.tma = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_FOLD")) k.fold = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -157,6 +160,7 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     }
   }
   a.num_virtual = a.units * p.num_kv_heads * a.subtiles;
+  a.fold = p.causal && hopper_knobs().fold;  // scheduler.cuh, "Causal folding"
   // Virtual tiles that can hold rows, which is what can keep a block busy: all of them, or,
   // when the kernel sizes the schedule itself, at most sum_b ceil(len_b / 128) <=
   // ceil(Nq / 128) + B query ranges' worth.
@@ -166,19 +170,21 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
         p.num_qo_tokens > 0 ? (p.num_qo_tokens + kRange - 1) / kRange + p.batch_size : 0;
     busy_tiles = ranges * p.num_kv_heads * a.subtiles;
   }
+  if (busy_tiles <= 0) return true;  // no query rows: nothing to write
+  const int grid = int(std::min<int64_t>(busy_tiles, std::max(device_facts().sms, 1)));
   // Bands of KV heads whose K/V fit in about 40% of L2 (scheduler.cuh, split_band).
   constexpr int64_t kL2BandBytes = int64_t(24) << 20;
   const int64_t head_kv_bytes = p.kv_tokens * p.head_dim * 2 * 2;  // K and V, 16-bit
-  // Not for causal work lists: their planner order is longest-first, and bands cut that
-  // sequence into more segments (more long tiles late); measured 7-10% slower on the H200
-  // (bench/NOTES.md), while ragged causal and every non-causal case gained or held.
-  const bool banded = hopper_knobs().l2_bands && !(p.work_ints != nullptr && p.causal);
+  // Not for causal work lists that are not folded (the kernel folds when the schedule gives
+  // each block two tiles, scheduler.cuh `schedule`): their planner order is longest-first, and
+  // bands cut that sequence into more segments (more long tiles late); measured 7-10% slower
+  // on the H200 (bench/NOTES.md). Folding pairs each long tile with a short one inside a band.
+  const bool folded = a.fold && a.num_virtual >= 2 * int64_t(grid);
+  const bool banded = hopper_knobs().l2_bands && !(p.work_ints != nullptr && p.causal && !folded);
   a.head_band = banded && head_kv_bytes > 0
                     ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
                     : p.num_kv_heads;
-  if (busy_tiles <= 0) return true;  // no query rows: nothing to write
   if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p);
-  const int grid = int(std::min<int64_t>(busy_tiles, std::max(device_facts().sms, 1)));
 
   if (p.dtype == DType::bf16)
     dispatch_head_dim<__nv_bfloat16>(a, grid, stream);

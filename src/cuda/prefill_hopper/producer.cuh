@@ -238,7 +238,7 @@ struct Producer {
     Ring<Cfg::kKStages> k_ring;
     Ring<Cfg::kVStages> v_ring;
     const Schedule sched = schedule(a, lane);
-    for (int64_t vt = blockIdx.x; vt < sched.num_virtual; vt += gridDim.x) {
+    for (int64_t vt = -1; next_tile(sched, vt);) {
       MTile t;
       if (!resolve_m_tile<kBlockN>(a, sched, vt, t)) continue;
       const bool empty = t.n_end <= t.n_begin;

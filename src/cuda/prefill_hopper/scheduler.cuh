@@ -11,12 +11,21 @@
 // Query ranges:
 //  - without a work list (ragged/sdpa): rows are cut into 128-token tiles, each 128 * group
 //    packed rows = `group` M tiles. Causal tiles are issued latest-first (they see the most
-//    keys), so the round-robin schedule hands every block a similar amount of work.
+//    keys).
 //  - with the plan's work list (paged prefill): items are <= work_tile_tokens (64) tokens.
 //    Items 2p and 2p+1 form pair p; when they are consecutive ranges of the same row the
 //    pair is one range of up to 128 tokens (so MHA still fills 128-row M tiles), otherwise
 //    each item is its own range. A pair owns 2 * ceil(64 * group / 128) virtual tiles;
 //    the ones it does not need are empty and skipped.
+//
+// Causal folding. Under causal masking a unit's cost falls along the unit order (latest
+// query ranges first; the planner's rows longest first, each row's pairs latest first), and
+// a plain stride over that order can hand some blocks mostly long tiles: with one KV head per
+// L2 band and a band of fewer tiles than blocks, block b took ranks b/8.. of every band, and
+// the busiest block ran ~1.4x the mean (16/16/256 8x2048). So causal schedules with at least
+// two tiles per block are folded: step s of a block is unit u and then its mirror
+// units - 1 - u (same subtile and head), whose costs add up to about the same for every
+// step, and the blocks stride over steps.
 #include <cstdint>
 
 #include "cuda/prefill_hopper/kv_tma.h"
@@ -48,6 +57,7 @@ struct HopperArgs {
   bool rows_from_indptr = false;
   int head_band = 1;        // KV heads per L2 band (split_band)
   bool subtile_fastest = true;  // virtual tile order (resolve_m_tile)
+  bool fold = false;            // causal: fold the units when each block gets two tiles
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
   // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual).
   int ablate = 0;
@@ -110,34 +120,60 @@ __device__ __forceinline__ prefill_tc::KeyRange warpgroup_all_keys(const prefill
 // The schedule's sizes: the host's, or derived here from qo_indptr (rows_from_indptr). A
 // warp-collective call (every lane gets the same result); the indptr reads are independent,
 // several in flight per lane, so B = 1024 rows cost a few L2 round trips.
+// A block runs steps blockIdx.x, blockIdx.x + gridDim.x, ... of tiles_per_step virtual tiles
+// each (2 when folded: the unit, then its mirror).
 struct Schedule {
   int64_t num_virtual = 0, units = 0;
   int tiles_per_row = 0;
+  bool fold = false;
+  int64_t steps = 0;
+  int tiles_per_step = 1;
 };
 __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
   Schedule s{a.num_virtual, a.units, a.tiles_per_row};
-  if (!a.rows_from_indptr) return s;
-  const int32_t* indptr = a.k.p.qo_indptr;
-  const int batch = a.k.p.batch_size;
-  int longest = 0;
+  if (a.rows_from_indptr) {
+    const int32_t* indptr = a.k.p.qo_indptr;
+    const int batch = a.k.p.batch_size;
+    int longest = 0;
 #pragma unroll 4
-  for (int b = lane; b < batch; b += 32) longest = max(longest, indptr[b + 1] - indptr[b]);
-  longest = __reduce_max_sync(0xffffffffu, longest);
-  s.tiles_per_row = (longest + kQueryTileTokens - 1) / kQueryTileTokens;
-  s.units = int64_t(s.tiles_per_row) * batch;
-  s.num_virtual = s.units * a.k.p.num_kv_heads * a.subtiles;
+    for (int b = lane; b < batch; b += 32) longest = max(longest, indptr[b + 1] - indptr[b]);
+    longest = __reduce_max_sync(0xffffffffu, longest);
+    s.tiles_per_row = (longest + kQueryTileTokens - 1) / kQueryTileTokens;
+    s.units = int64_t(s.tiles_per_row) * batch;
+    s.num_virtual = s.units * a.k.p.num_kv_heads * a.subtiles;
+  }
+  s.fold = a.fold && s.num_virtual >= 2 * int64_t(gridDim.x);
+  s.tiles_per_step = s.fold ? 2 : 1;
+  s.steps = s.fold ? (s.units + 1) / 2 * a.k.p.num_kv_heads * a.subtiles : s.num_virtual;
   return s;
+}
+
+// This block's virtual tiles in order, starting from vt = -1: the tiles_per_step tiles of
+// steps blockIdx.x, blockIdx.x + gridDim.x, ...; false after the last.
+__device__ __forceinline__ bool next_tile(const Schedule& s, int64_t& vt) {
+  const int per = s.tiles_per_step;
+  if (vt < 0)
+    vt = int64_t(blockIdx.x) * per;
+  else if ((vt + 1) % per != 0)
+    ++vt;  // the step's next tile
+  else
+    vt += int64_t(gridDim.x - 1) * per + 1;  // this block's next step
+  return vt < s.steps * per;
 }
 
 __device__ __forceinline__ const int32_t* work_item(const HopperArgs& a, int64_t w) {
   return a.k.p.work_ints + Workspace::Impl::kHeaderInts + w * Workspace::Impl::kWorkFields;
 }
 
-// Fills t for virtual tile v; false when v names no rows (skip it). Block-uniform.
+// Fills t for virtual tile v (< steps * tiles_per_step); false when v names no rows (skip
+// it). Block-uniform.
 template <int kBlockN>
 __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedule& sched,
                                                int64_t v, MTile& t) {
   const prefill_tc::KernelArgs& k = a.k;
+  const bool mirror = sched.fold && (v & 1) != 0;  // the step's second tile
+  if (sched.fold) v >>= 1;
+  const int64_t step_units = sched.fold ? (sched.units + 1) / 2 : sched.units;
   // Subtile fastest keeps a query range's M tiles (which read the same K/V) together in time,
   // so L2 serves their K/V after the first. Work lists with an odd group (MHA: one M tile per
   // 128-token pair, the pair's second subtile empty) take subtile slowest instead: with
@@ -148,12 +184,16 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     sub = int(v % a.subtiles);
     rest = v / a.subtiles;
   } else {
-    const int64_t per_subtile = sched.num_virtual / a.subtiles;
+    const int64_t per_subtile = sched.steps / a.subtiles;
     sub = int(v / per_subtile);
     rest = v - int64_t(sub) * per_subtile;
   }
   int64_t unit;  // query range (no work list) or pair
-  split_band(rest, sched.units, k.p.num_kv_heads, a.head_band, t.kv_head, unit);
+  split_band(rest, step_units, k.p.num_kv_heads, a.head_band, t.kv_head, unit);
+  if (mirror) {
+    if (sched.units - 1 - unit == unit) return false;  // the middle unit of an odd count
+    unit = sched.units - 1 - unit;
+  }
   int q_begin = 0, q_end = 0, first = 0;
   if (k.p.work_ints != nullptr) {
     const int64_t num_work = k.p.work_ints[0];
