@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "cuda/cuda_check.h"
+#include "cuda/prefill_hopper/fold_model.h"
 #include "cuda/prefill_hopper/launch.h"
 #include "cuda/prefill_hopper/scheduler.cuh"
 #include "cuda/prefill_hopper/smem_layout.h"
@@ -129,6 +130,7 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   using prefill_hopper::HopperArgs;
   constexpr int kBlockM = prefill_hopper::kMTileRows;  // every head_dim's M tile
   constexpr int kRange = prefill_hopper::kQueryTileTokens;  // query tokens per range
+  static_assert(kRange == prefill_hopper::kRangeTokens, "fold_model.h models these ranges");
 
   HopperArgs a;
   a.ablate = hopper_knobs().ablate;
@@ -160,7 +162,6 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     }
   }
   a.num_virtual = a.units * p.num_kv_heads * a.subtiles;
-  a.fold = p.causal && hopper_knobs().fold;  // scheduler.cuh, "Causal folding"
   // Virtual tiles that can hold rows, which is what can keep a block busy: all of them, or,
   // when the kernel sizes the schedule itself, at most sum_b ceil(len_b / 128) <=
   // ceil(Nq / 128) + B query ranges' worth.
@@ -175,15 +176,31 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   // Bands of KV heads whose K/V fit in about 40% of L2 (scheduler.cuh, split_band).
   constexpr int64_t kL2BandBytes = int64_t(24) << 20;
   const int64_t head_kv_bytes = p.kv_tokens * p.head_dim * 2 * 2;  // K and V, 16-bit
-  // Not for causal work lists that are not folded (the kernel folds when the schedule gives
-  // each block two tiles, scheduler.cuh `schedule`): their planner order is longest-first, and
-  // bands cut that sequence into more segments (more long tiles late); measured 7-10% slower
-  // on the H200 (bench/NOTES.md). Folding pairs each long tile with a short one inside a band.
-  const bool folded = a.fold && a.num_virtual >= 2 * int64_t(grid);
-  const bool banded = hopper_knobs().l2_bands && !(p.work_ints != nullptr && p.causal && !folded);
+  // Not for causal work lists: measured 7-10% slower on the H200 (bench/NOTES.md, session 8),
+  // and again with folded work lists (session 12: 32/32/128 64x512 paged -10%, where a band
+  // is one KV head: each tile then reads 256-byte slices of NHD pages whose other heads no
+  // concurrent tile reads), while ragged causal and every non-causal case gained or held.
+  const bool banded = hopper_knobs().l2_bands && !(p.work_ints != nullptr && p.causal);
   a.head_band = banded && head_kv_bytes > 0
                     ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
                     : p.num_kv_heads;
+  // Causal folding (scheduler.cuh): always for work lists (their planner order is per row, so
+  // its plain stride is no better balanced), for ragged / sdpa where the schedule model says it
+  // pays (fold_model.h; uniform rows of the mean length when the rows are only on the device).
+  a.fold = p.causal && hopper_knobs().fold;
+  if (a.fold && p.work_ints == nullptr && p.batch_size > 0) {
+    prefill_hopper::FoldModelShape m;
+    m.batch = p.batch_size;
+    m.qo_len = p.max_qo_len >= 0 ? p.max_qo_len : (p.num_qo_tokens + p.batch_size - 1) / p.batch_size;
+    m.kv_len = p.kv_tokens > 0 ? (p.kv_tokens + p.batch_size - 1) / p.batch_size : m.qo_len;
+    m.tiles_per_row = (m.qo_len + kRange - 1) / kRange;
+    m.kv_heads = p.num_kv_heads;
+    m.head_band = a.head_band;
+    m.subtiles = a.subtiles;
+    m.grid = grid;
+    m.block_n = prefill_hopper::kv_tile_rows(p.head_dim);
+    a.fold = prefill_hopper::fold_pays(m);
+  }
   if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p);
 
   if (p.dtype == DType::bf16)
