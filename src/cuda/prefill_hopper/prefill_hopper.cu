@@ -176,11 +176,16 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   // Bands of KV heads whose K/V fit in about 40% of L2 (scheduler.cuh, split_band).
   constexpr int64_t kL2BandBytes = int64_t(24) << 20;
   const int64_t head_kv_bytes = p.kv_tokens * p.head_dim * 2 * 2;  // K and V, 16-bit
-  // Not for causal work lists: measured 7-10% slower on the H200 (bench/NOTES.md, session 8),
-  // and again with folded work lists (session 12: 32/32/128 64x512 paged -10%, where a band
-  // is one KV head: each tile then reads 256-byte slices of NHD pages whose other heads no
-  // concurrent tile reads), while ragged causal and every non-causal case gained or held.
-  const bool banded = hopper_knobs().l2_bands && !(p.work_ints != nullptr && p.causal);
+  // Causal work lists: unfolded, bands cut the planner's longest-first order (7-10% slower,
+  // session 8, bench/NOTES.md); folded (whenever the kernel gets two tiles per block,
+  // scheduler.cuh `schedule`), session 12 measured bands at +3-7% with 1-16 rows of 1024-8192
+  // tokens (K/V reread from L2 by many ranges) but -13% at 32/32/128 64x512, where each row's
+  // K/V serves 4 ranges and a band of one KV head reads 256-byte slices of NHD pages whose
+  // other heads no concurrent tile reads. So only folded lists of 8+ ranges per row on average.
+  const bool causal_list = p.work_ints != nullptr && p.causal;
+  const bool list_folds = causal_list && hopper_knobs().fold && a.num_virtual >= 2 * int64_t(grid);
+  const bool banded = hopper_knobs().l2_bands &&
+                      (!causal_list || (list_folds && a.units >= 8 * int64_t(p.batch_size)));
   a.head_band = banded && head_kv_bytes > 0
                     ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
                     : p.num_kv_heads;
