@@ -240,10 +240,7 @@ struct Producer {
     const Schedule sched = schedule(a, lane);
     for (int64_t vt = -1; next_tile(sched, vt);) {
       MTile t;
-      if (!resolve_m_tile<kBlockN>(a, sched, vt, t)) {
-        skip_empty_tiles(a, sched, vt, lane);
-        continue;
-      }
+      if (!resolve_m_tile<kBlockN>(a, sched, vt, t)) continue;
       const bool empty = t.n_end <= t.n_begin;
       q_ring.wait_empty(s.q_empty);
       if (!empty) load_q(t, s.q_tile(q_ring.stage));

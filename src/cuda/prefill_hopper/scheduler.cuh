@@ -165,15 +165,11 @@ __device__ __forceinline__ const int32_t* work_item(const HopperArgs& a, int64_t
   return a.k.p.work_ints + Workspace::Impl::kHeaderInts + w * Workspace::Impl::kWorkFields;
 }
 
-// Where virtual tile v (< steps * tiles_per_step) lies: its KV head, batch row b, query range
-// [q_begin, q_end) before clamping to the row, and first packed row. False when the schedule
-// alone says it holds nothing: past the work list, the absent mirror of an odd unit count, the
-// empty subtile of a pair.
-struct TileSite {
-  int kv_head = 0, b = 0, q_begin = 0, q_end = 0, first = 0;
-};
-__device__ __forceinline__ bool site_of(const HopperArgs& a, const Schedule& sched, int64_t v,
-                                        TileSite& site) {
+// Fills t for virtual tile v (< steps * tiles_per_step); false when v names no rows (skip
+// it). Block-uniform.
+template <int kBlockN>
+__device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedule& sched,
+                                               int64_t v, MTile& t) {
   const prefill_tc::KernelArgs& k = a.k;
   const bool mirror = sched.fold && (v & 1) != 0;  // the step's second tile
   if (sched.fold) v >>= 1;
@@ -193,17 +189,18 @@ __device__ __forceinline__ bool site_of(const HopperArgs& a, const Schedule& sch
     rest = v - int64_t(sub) * per_subtile;
   }
   int64_t unit;  // query range (no work list) or pair
-  split_band(rest, step_units, k.p.num_kv_heads, a.head_band, site.kv_head, unit);
+  split_band(rest, step_units, k.p.num_kv_heads, a.head_band, t.kv_head, unit);
   if (mirror) {
     if (sched.units - 1 - unit == unit) return false;  // the middle unit of an odd count
     unit = sched.units - 1 - unit;
   }
+  int q_begin = 0, q_end = 0, first = 0;
   if (k.p.work_ints != nullptr) {
     const int64_t num_work = k.p.work_ints[0];
     const int64_t w0 = 2 * unit, w1 = w0 + 1;
     if (w0 >= num_work) return false;  // the grid was sized from the host's count
-    // Both items first (independent loads): an empty subtile (the second of an MHA pair that
-    // is one range) is known after one round trip.
+    // Both items first (independent loads), then only the chosen row's geometry: an empty
+    // subtile (the second of an MHA pair that is one range) is skipped after one round trip.
     const int32_t* i0 = work_item(a, w0);
     const int b0 = i0[0], begin0 = i0[1], end0 = i0[2];
     int b1 = -1, begin1 = 0, end1 = 0;
@@ -214,55 +211,39 @@ __device__ __forceinline__ bool site_of(const HopperArgs& a, const Schedule& sch
       end1 = i1[2];
     }
     if (b1 == b0 && begin1 == end0) {  // one range of two items
-      site.b = b0;
-      site.q_begin = begin0;
-      site.q_end = end1;
-      site.first = sub * kMTileRows;
+      t.b = b0;
+      q_begin = begin0;
+      q_end = end1;
+      first = sub * kMTileRows;
     } else if (sub < a.item_subtiles) {
-      site.b = b0;
-      site.q_begin = begin0;
-      site.q_end = end0;
-      site.first = sub * kMTileRows;
+      t.b = b0;
+      q_begin = begin0;
+      q_end = end0;
+      first = sub * kMTileRows;
     } else {
-      site.b = b1;  // -1 past the last item
-      site.q_begin = begin1;
-      site.q_end = end1;
-      site.first = (sub - a.item_subtiles) * kMTileRows;
+      t.b = b1;  // -1 past the last item
+      q_begin = begin1;
+      q_end = end1;
+      first = (sub - a.item_subtiles) * kMTileRows;
     }
-    if (site.b < 0 || site.b >= k.p.batch_size) return false;
-    return site.first < (site.q_end - site.q_begin) * k.group;  // rows, even before clamping
+    if (t.b < 0 || t.b >= k.p.batch_size) return false;
+    if (first >= (q_end - q_begin) * k.group) return false;  // no rows, even before clamping
+    t.g = prefill_tc::row_geometry(k, t.b);
+  } else {
+    const int64_t ranges_per_rank = int64_t(k.p.batch_size);
+    const int rank = int(unit / ranges_per_rank);
+    t.b = int(unit % ranges_per_rank);
+    const int qt = k.causal ? sched.tiles_per_row - 1 - rank : rank;  // latest first when causal
+    t.g = prefill_tc::row_geometry(k, t.b);
+    q_begin = qt * kQueryTileTokens;
+    q_end = q_begin + kQueryTileTokens;
+    first = sub * kMTileRows;
   }
-  const int64_t ranges_per_rank = int64_t(k.p.batch_size);
-  const int rank = int(unit / ranges_per_rank);
-  site.b = int(unit % ranges_per_rank);
-  const int qt = k.causal ? sched.tiles_per_row - 1 - rank : rank;  // latest first when causal
-  site.q_begin = qt * kQueryTileTokens;
-  site.q_end = site.q_begin + kQueryTileTokens;
-  site.first = sub * kMTileRows;
-  return true;
-}
-
-// Packed rows of the site in a row of qo_len queries (<= 0: none).
-__device__ __forceinline__ int site_rows(const prefill_tc::KernelArgs& k, const TileSite& site,
-                                         int qo_len) {
-  const int q_end = min(site.q_end, qo_len);
-  return min(kMTileRows, (q_end - site.q_begin) * k.group - site.first);
-}
-
-// Fills t for virtual tile v; false when v names no rows (skip it). Block-uniform.
-template <int kBlockN>
-__device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedule& sched,
-                                               int64_t v, MTile& t) {
-  const prefill_tc::KernelArgs& k = a.k;
-  TileSite site;
-  if (!site_of(a, sched, v, site)) return false;
-  t.kv_head = site.kv_head;
-  t.b = site.b;
-  t.g = prefill_tc::row_geometry(k, t.b);
+  if (q_end > t.g.qo_len) q_end = t.g.qo_len;
   t.rows.group = k.group;
-  t.rows.first = site.first;
-  t.rows.count = site_rows(k, site, t.g.qo_len);
-  t.rows.q_begin = site.q_begin;
+  t.rows.first = first;
+  t.rows.count = min(kMTileRows, (q_end - q_begin) * k.group - first);
+  t.rows.q_begin = q_begin;
   t.rows.head0 = t.kv_head * k.group;
   if (t.rows.count <= 0) return false;
   t.ranges = prefill_tc::tile_key_ranges(k, t.g, t.rows);
@@ -274,38 +255,6 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     t.n_begin = t.n_end = 0;  // no row sees a key: zeros and -inf, nothing loaded
   }
   return true;
-}
-
-// Virtual tile `ahead` places after vt in this block's order (next_tile's sequence): `ahead`
-// tiles on from vt's place in its step, whole steps gridDim.x apart.
-__device__ __forceinline__ int64_t tile_after(const Schedule& s, int64_t vt, int ahead) {
-  const int per = s.tiles_per_step;  // 1 or 2
-  const int within = int(vt & (per - 1)) + ahead;
-  const int64_t step = (vt >> (per - 1)) + int64_t(within >> (per - 1)) * gridDim.x;
-  return step * per + (within & (per - 1));
-}
-
-// After vt resolved to nothing: moves vt to just before the next of this block's tiles that
-// may hold rows, probing 32 tiles at once (lane i the i+1-th: site_of and the row's query
-// count, the same test resolve_m_tile makes, without the row's K/V geometry), so a run of
-// empty tiles costs one round trip per 32 instead of one each. Such runs: the empty second
-// subtiles of work-list pairs that form one range (MHA: half of all tiles, the last half of
-// the order) and the ranges past the end of rows shorter than the longest (ragged).
-// Warp-collective.
-__device__ __forceinline__ void skip_empty_tiles(const HopperArgs& a, const Schedule& sched,
-                                                 int64_t& vt, int lane) {
-  const prefill_tc::KernelArgs& k = a.k;
-  const int64_t probe = tile_after(sched, vt, lane + 1);
-  TileSite site;
-  bool busy = probe < sched.steps * sched.tiles_per_step && site_of(a, sched, probe, site);
-  if (busy) {
-    const int32_t* indptr = k.p.qo_indptr;
-    const int qo_len = indptr != nullptr ? indptr[site.b + 1] - indptr[site.b] : k.p.qo_len;
-    busy = site_rows(k, site, qo_len) > 0;
-  }
-  const uint32_t found = __ballot_sync(0xffffffffu, busy);
-  const int first = found != 0 ? __ffs(int(found)) - 1 : 31;  // none: all 32 skipped
-  vt = tile_after(sched, vt, first);  // next_tile then lands on lane `first`'s tile
 }
 
 }  // namespace flashpage::cuda::prefill_hopper
