@@ -306,6 +306,20 @@ TEST(PrefillHopper, CudaPagedCausalFolded) {
                           DType::f16, true}));
 }
 
+// Odd groups: a pair of work items that is one query range needs `group` subtiles, the
+// planner's trailing pairs of single items one more (scheduler.cuh). Four rows with single
+// items (two such pairs), group 3 and MHA, causal and not.
+TEST(PrefillHopper, CudaPagedOddGroupSingles) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (bool causal : {false, true}) {
+    FP_CASE(run_paged(rng, {{300, 129, 64, 1}, {300, 129, 64, 1}, 0, 16, 6, 2, 128, KvLayout::NHD,
+                            DType::bf16, causal}));
+    FP_CASE(run_paged(rng, {{300, 129, 64, 70}, {300, 129, 1, 70}, 0, 16, 4, 4, 64, KvLayout::HND,
+                            DType::f16, causal}));
+  }
+}
+
 // Pages that are no power of two but hold whole 16-row TMA boxes (kv_tma.h): a producer
 // warp's 32-row slice then spans two pages, and at head_dim 256 each 16-row slice is one box.
 TEST(PrefillHopper, CudaPagedOddPageSizes) {

@@ -92,7 +92,9 @@ Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
                  "; create the Workspace with more bytes");
   w.host_ints.assign(size_t(n_ints), 0);
   w.host_ints[0] = int32_t(items.size());
-  w.host_ints[1] = int32_t(plan.num_partials);
+  // Decode: partial outputs; prefill: the leading items that pair into whole query ranges
+  // (the Hopper kernel sizes its schedule from it on the device, scheduler.cuh).
+  w.host_ints[1] = int32_t(plan.kind == Plan::Kind::prefill ? plan.paired_work : plan.num_partials);
   w.host_ints[2] = int32_t(plan.batch_size);
   w.host_ints[3] = int32_t(kernel);
   std::copy(block_indptr.begin(), block_indptr.end(),
@@ -242,6 +244,7 @@ Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& 
     }
     if (first_paired == 1) singles.push_back(item(0));
   }
+  plan.paired_work = int64_t(items.size());  // pairs of one row's consecutive items
   items.insert(items.end(), singles.begin(), singles.end());
   std::vector<int32_t> merge_indptr(size_t(batch) + 1, 0);
   ws.impl().max_kv_len =

@@ -30,6 +30,9 @@ struct WorkItem {
 };
 static_assert(sizeof(WorkItem) == 16);
 
+// The integer region: a header of kHeaderInts ints ([0] work items, [1] decode: partial
+// outputs, prefill: leading items that pair into whole query ranges (Plan::paired_work),
+// [2] batch rows, [3] decode kernel), then the items.
 struct Workspace::Impl {
   static constexpr int64_t kHeaderInts = 4;
   static constexpr int64_t kWorkFields = 4;

@@ -15,8 +15,12 @@
 //  - with the plan's work list (paged prefill): items are <= work_tile_tokens (64) tokens.
 //    Items 2p and 2p+1 form pair p; when they are consecutive ranges of the same row the
 //    pair is one range of up to 128 tokens (so MHA still fills 128-row M tiles), otherwise
-//    each item is its own range. A pair owns 2 * ceil(64 * group / 128) virtual tiles;
-//    the ones it does not need are empty and skipped.
+//    each item is its own range. A pair owns 2 * ceil(64 * group / 128) subtiles. With an
+//    odd group a pair that is one range needs one subtile less (group, not group + 1), and
+//    only the planner's trailing pairs of single items are not one range (Plan::paired_work,
+//    header int 1): the last subtile exists for those pairs only. (An empty virtual tile
+//    costs the producer a round trip while the consumers wait: for MHA work lists they were
+//    half of all tiles, at the end of the order.)
 //
 // Causal folding. Under causal masking a unit's cost falls along the unit order (latest
 // query ranges first; the planner's rows longest first, each row's pairs latest first), and
@@ -128,7 +132,13 @@ struct Schedule {
   bool fold = false;
   int64_t steps = 0;
   int tiles_per_step = 1;
+  int64_t tail_units = 0;  // subtile slowest: the units (pairs) from which on the last subtile exists
 };
+
+// Steps that `units` units make (folded: a unit and its mirror per step).
+__device__ __forceinline__ int64_t step_units(const Schedule& s, int64_t units) {
+  return s.fold ? (units + 1) / 2 : units;
+}
 __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
   Schedule s{a.num_virtual, a.units, a.tiles_per_row};
   if (a.rows_from_indptr) {
@@ -144,7 +154,15 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
   }
   s.fold = a.fold && s.num_virtual >= 2 * int64_t(gridDim.x);
   s.tiles_per_step = s.fold ? 2 : 1;
-  s.steps = s.fold ? (s.units + 1) / 2 * a.k.p.num_kv_heads * a.subtiles : s.num_virtual;
+  const int64_t heads = a.k.p.num_kv_heads;
+  if (a.subtile_fastest) {
+    s.steps = step_units(s, s.units) * heads * a.subtiles;
+  } else {  // an odd group's work list: the last subtile only for pairs that are not one range
+    const int64_t whole = min(int64_t(a.k.p.work_ints[1]) / 2, s.units);
+    s.tail_units = whole;
+    s.steps = step_units(s, s.units) * heads * (a.subtiles - 1) +
+              step_units(s, s.units - whole) * heads;
+  }
   return s;
 }
 
@@ -173,27 +191,35 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
   const prefill_tc::KernelArgs& k = a.k;
   const bool mirror = sched.fold && (v & 1) != 0;  // the step's second tile
   if (sched.fold) v >>= 1;
-  const int64_t step_units = sched.fold ? (sched.units + 1) / 2 : sched.units;
   // Subtile fastest keeps a query range's M tiles (which read the same K/V) together in time,
-  // so L2 serves their K/V after the first. Work lists with an odd group (MHA: one M tile per
-  // 128-token pair, the pair's second subtile empty) take subtile slowest instead: with
-  // subtile fastest, an even grid stride would hand every empty subtile to the same blocks.
+  // so L2 serves their K/V after the first. Work lists with an odd group take subtile slowest
+  // instead, with the last subtile for the tail pairs only (see the top of this file).
   int sub;
   int64_t rest;
+  int64_t units = sched.units, unit0 = 0;  // this subtile's units: [unit0, unit0 + units)
   if (a.subtile_fastest) {
     sub = int(v % a.subtiles);
     rest = v / a.subtiles;
   } else {
-    const int64_t per_subtile = sched.steps / a.subtiles;
-    sub = int(v / per_subtile);
-    rest = v - int64_t(sub) * per_subtile;
+    const int64_t per_subtile = step_units(sched, units) * k.p.num_kv_heads;
+    const int64_t shared = per_subtile * (a.subtiles - 1);
+    if (v < shared) {
+      sub = int(v / per_subtile);
+      rest = v - int64_t(sub) * per_subtile;
+    } else {
+      sub = a.subtiles - 1;
+      rest = v - shared;
+      unit0 = sched.tail_units;
+      units -= unit0;
+    }
   }
   int64_t unit;  // query range (no work list) or pair
-  split_band(rest, step_units, k.p.num_kv_heads, a.head_band, t.kv_head, unit);
+  split_band(rest, step_units(sched, units), k.p.num_kv_heads, a.head_band, t.kv_head, unit);
   if (mirror) {
-    if (sched.units - 1 - unit == unit) return false;  // the middle unit of an odd count
-    unit = sched.units - 1 - unit;
+    if (units - 1 - unit == unit) return false;  // the middle unit of an odd count
+    unit = units - 1 - unit;
   }
+  unit += unit0;
   int q_begin = 0, q_end = 0, first = 0;
   if (k.p.work_ints != nullptr) {
     const int64_t num_work = k.p.work_ints[0];
