@@ -121,9 +121,6 @@ __device__ __forceinline__ prefill_tc::KeyRange warpgroup_all_keys(const prefill
   return rows.count > 0 ? prefill_tc::tile_key_ranges(k, t.g, rows).all : prefill_tc::KeyRange{};
 }
 
-// The schedule's sizes: the host's, or derived here from qo_indptr (rows_from_indptr). A
-// warp-collective call (every lane gets the same result); the indptr reads are independent,
-// several in flight per lane, so B = 1024 rows cost a few L2 round trips.
 // A block runs steps blockIdx.x, blockIdx.x + gridDim.x, ... of tiles_per_step virtual tiles
 // each (2 when folded: the unit, then its mirror).
 struct Schedule {
@@ -132,13 +129,18 @@ struct Schedule {
   bool fold = false;
   int64_t steps = 0;
   int tiles_per_step = 1;
-  int64_t tail_units = 0;  // subtile slowest: the units (pairs) from which on the last subtile exists
+  int64_t tail_units = 0;  // subtile slowest: the first unit that has the last subtile
 };
 
 // Steps that `units` units make (folded: a unit and its mirror per step).
 __device__ __forceinline__ int64_t step_units(const Schedule& s, int64_t units) {
   return s.fold ? (units + 1) / 2 : units;
 }
+
+// The schedule's sizes: the host's, or derived here from qo_indptr (rows_from_indptr) and
+// the work list's header. A warp-collective call (every lane gets the same result); the
+// indptr reads are independent, several in flight per lane, so B = 1024 rows cost a few L2
+// round trips.
 __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
   Schedule s{a.num_virtual, a.units, a.tiles_per_row};
   if (a.rows_from_indptr) {
