@@ -10,9 +10,10 @@ Run it on the build machine (nvcc 13.0 as on the H200) with a Python 3.12 that h
 and apache-tvm-ffi 0.1.15.post2 (the tvm-ffi wheel in .whl/ must be the same version: the
 modules are compiled against its headers), e.g.
   pip download --no-deps -d /tmp/fi flashinfer-python==0.7.4
+  pip download --no-deps --python-version 3.12 --only-binary=:all: -d .whl apache-tvm-ffi==0.1.15.post2
   python3.12 -m venv /tmp/fienv && /tmp/fienv/bin/pip install torch==2.11.0 apache-tvm-ffi==0.1.15.post2 \
       numpy packaging requests tqdm tabulate einops click nvidia-ml-py ninja cuda-bindings
-  nice -n 19 /tmp/fienv/bin/python bench/flashinfer_pack.py build   # 45 min on 2 cores, 1 job
+  nice -n 19 /tmp/fienv/bin/python bench/flashinfer_pack.py build   # 22-45 min on 2 cores
   /tmp/fienv/bin/python bench/flashinfer_pack.py pack
 """
 import argparse
