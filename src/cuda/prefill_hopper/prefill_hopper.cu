@@ -189,9 +189,10 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   a.head_band = banded && head_kv_bytes > 0
                     ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
                     : p.num_kv_heads;
-  // Causal folding (scheduler.cuh): always for work lists (their planner order is per row, so
-  // its plain stride is no better balanced), for ragged / sdpa where the schedule model says it
-  // pays (fold_model.h; uniform rows of the mean length when the rows are only on the device).
+  // Causal folding (scheduler.cuh): always for work lists (session 12, run 8: +1 to +10% at
+  // 1x8192, 0 to +3% at 64x512, -2 to +2% at 8x2048 and 16x1024; fold_model.h does not model
+  // the planner's order), for ragged / sdpa where the schedule model says it pays
+  // (fold_model.h; uniform rows of the mean length when the rows are only on the device).
   a.fold = p.causal && hopper_knobs().fold;
   if (a.fold && p.work_ints == nullptr && p.batch_size > 0) {
     prefill_hopper::FoldModelShape m;
