@@ -183,7 +183,8 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   // K/V serves 4 ranges and a band of one KV head reads 256-byte slices of NHD pages whose
   // other heads no concurrent tile reads. So only folded lists of 8+ ranges per row on average.
   const bool causal_list = p.work_ints != nullptr && p.causal;
-  const bool list_folds = causal_list && hopper_knobs().fold && a.num_virtual >= 2 * int64_t(grid);
+  const bool list_folds =
+      causal_list && hopper_knobs().fold && prefill_hopper::folds_at(a.num_virtual, grid);
   const bool banded = hopper_knobs().l2_bands &&
                       (!causal_list || (list_folds && a.units >= 8 * int64_t(p.batch_size)));
   a.head_band = banded && head_kv_bytes > 0

@@ -132,6 +132,12 @@ struct Schedule {
   int64_t tail_units = 0;  // subtile slowest: the first unit that has the last subtile
 };
 
+// Whether a causal schedule is folded: only when each block gets two virtual tiles (the host
+// decides its L2 bands by the same rule, prefill_hopper.cu).
+__host__ __device__ constexpr bool folds_at(int64_t num_virtual, int64_t grid) {
+  return num_virtual >= 2 * grid;
+}
+
 // Steps that `units` units make (folded: a unit and its mirror per step).
 __device__ __forceinline__ int64_t step_units(const Schedule& s, int64_t units) {
   return s.fold ? (units + 1) / 2 : units;
@@ -154,7 +160,7 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
     s.units = int64_t(s.tiles_per_row) * batch;
     s.num_virtual = s.units * a.k.p.num_kv_heads * a.subtiles;
   }
-  s.fold = a.fold && s.num_virtual >= 2 * int64_t(gridDim.x);
+  s.fold = a.fold && folds_at(s.num_virtual, gridDim.x);
   s.tiles_per_step = s.fold ? 2 : 1;
   const int64_t heads = a.k.p.num_kv_heads;
   if (a.subtile_fastest) {
