@@ -146,8 +146,6 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   k.page_div = FastDivisor(uint32_t(k.paged ? p.page_size : 1));
   k.group = p.num_qo_heads / p.num_kv_heads;
 
-  // Odd groups leave a subtile of some work-list pairs empty; those keep subtile slowest.
-  a.subtile_fastest = p.work_ints == nullptr || k.group % 2 == 0;
   if (p.work_ints != nullptr) {
     a.item_subtiles = int((int64_t(p.work_tile_tokens) * k.group + kBlockM - 1) / kBlockM);
     a.subtiles = 2 * a.item_subtiles;
@@ -157,16 +155,14 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     if (p.max_qo_len >= 0) {
       a.tiles_per_row = int((int64_t(p.max_qo_len) + kRange - 1) / kRange);
       a.units = int64_t(a.tiles_per_row) * p.batch_size;  // query ranges
-    } else {
-      a.rows_from_indptr = true;  // the kernel finds the longest row (scheduler.cuh, schedule)
-    }
+    }  // else the kernel finds the longest row (HopperArgs::rows_from_indptr)
   }
   a.num_virtual = a.units * p.num_kv_heads * a.subtiles;
   // Virtual tiles that can hold rows, which is what can keep a block busy: all of them, or,
   // when the kernel sizes the schedule itself, at most sum_b ceil(len_b / 128) <=
   // ceil(Nq / 128) + B query ranges' worth.
   int64_t busy_tiles = a.num_virtual;
-  if (a.rows_from_indptr) {
+  if (a.rows_from_indptr()) {
     const int64_t ranges =
         p.num_qo_tokens > 0 ? (p.num_qo_tokens + kRange - 1) / kRange + p.batch_size : 0;
     busy_tiles = ranges * p.num_kv_heads * a.subtiles;

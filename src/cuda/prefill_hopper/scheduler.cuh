@@ -55,13 +55,8 @@ struct HopperArgs {
   int item_subtiles = 1;    // work list: M tiles one item needs, ceil(work_tile_tokens*group/128)
   int tiles_per_row = 0;    // no work list: 128-token ranges per batch row
   int64_t units = 0;        // query ranges (no work list) or item pairs, per KV head and subtile
-  // Ragged queries whose longest row the host does not know (tiles_per_row, units and
-  // num_virtual are then 0): the kernel reads qo_indptr itself (schedule()), so the call
-  // needs no device-to-host read and no host synchronisation.
-  bool rows_from_indptr = false;
   int head_band = 1;        // KV heads per L2 band (split_band)
-  bool subtile_fastest = true;  // virtual tile order (resolve_m_tile)
-  bool fold = false;            // causal: fold the units when each block gets two tiles
+  bool fold = false;        // causal: fold the units when each block gets two tiles
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
   // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual).
   int ablate = 0;
@@ -69,6 +64,17 @@ struct HopperArgs {
   // them issue freely (FLASHPAGE_PREFILL_PINGPONG=0, an A/B knob: results stay correct).
   int pingpong = 1;
   KvTma kv_tma;  // K/V tensor maps (kv_tma.h); box_rows 0: cp.async only
+
+  // Ragged queries whose longest row the host does not know (tiles_per_row, units and
+  // num_virtual are then 0): the kernel reads qo_indptr itself (schedule()), so the call
+  // needs no device-to-host read and no host synchronisation.
+  __host__ __device__ bool rows_from_indptr() const {
+    return k.p.work_ints == nullptr && k.p.max_qo_len < 0;
+  }
+  // Virtual tile order (resolve_m_tile): subtile fastest, except for work lists of an odd group.
+  __host__ __device__ bool subtile_fastest() const {
+    return k.p.work_ints == nullptr || k.group % 2 == 0;
+  }
 };
 
 // What one M tile is, with its key range and K/V tiles [n_begin, n_end) (tile n covers keys
@@ -128,7 +134,6 @@ struct Schedule {
   int tiles_per_row = 0;
   bool fold = false;
   int64_t steps = 0;
-  int tiles_per_step = 1;
   int64_t tail_units = 0;  // subtile slowest: the first unit that has the last subtile
 };
 
@@ -142,6 +147,7 @@ __host__ __device__ constexpr bool folds_at(int64_t num_virtual, int64_t grid) {
 __device__ __forceinline__ int64_t step_units(const Schedule& s, int64_t units) {
   return s.fold ? (units + 1) / 2 : units;
 }
+__device__ __forceinline__ int tiles_per_step(const Schedule& s) { return s.fold ? 2 : 1; }
 
 // The schedule's sizes: the host's, or derived here from qo_indptr (rows_from_indptr) and
 // the work list's header. A warp-collective call (every lane gets the same result); the
@@ -149,7 +155,7 @@ __device__ __forceinline__ int64_t step_units(const Schedule& s, int64_t units) 
 // round trips.
 __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
   Schedule s{a.num_virtual, a.units, a.tiles_per_row};
-  if (a.rows_from_indptr) {
+  if (a.rows_from_indptr()) {
     const int32_t* indptr = a.k.p.qo_indptr;
     const int batch = a.k.p.batch_size;
     int longest = 0;
@@ -161,9 +167,8 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
     s.num_virtual = s.units * a.k.p.num_kv_heads * a.subtiles;
   }
   s.fold = a.fold && folds_at(s.num_virtual, gridDim.x);
-  s.tiles_per_step = s.fold ? 2 : 1;
   const int64_t heads = a.k.p.num_kv_heads;
-  if (a.subtile_fastest) {
+  if (a.subtile_fastest()) {
     s.steps = step_units(s, s.units) * heads * a.subtiles;
   } else {  // an odd group's work list: the last subtile only for pairs that are not one range
     const int64_t whole = min(int64_t(a.k.p.work_ints[1]) / 2, s.units);
@@ -177,7 +182,7 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
 // This block's virtual tiles in order, starting from vt = -1: the tiles_per_step tiles of
 // steps blockIdx.x, blockIdx.x + gridDim.x, ...; false after the last.
 __device__ __forceinline__ bool next_tile(const Schedule& s, int64_t& vt) {
-  const int per = s.tiles_per_step;
+  const int per = tiles_per_step(s);
   if (vt < 0)
     vt = int64_t(blockIdx.x) * per;
   else if ((vt + 1) % per != 0)
@@ -205,7 +210,7 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
   int sub;
   int64_t rest;
   int64_t units = sched.units, unit0 = 0;  // this subtile's units: [unit0, unit0 + units)
-  if (a.subtile_fastest) {
+  if (a.subtile_fastest()) {
     sub = int(v % a.subtiles);
     rest = v / a.subtiles;
   } else {
