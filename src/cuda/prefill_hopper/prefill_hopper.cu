@@ -97,13 +97,15 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
 // FLASHPAGE_PREFILL_L2_BAND=0 runs every KV head in one band (split_band),
 // FLASHPAGE_PREFILL_PINGPONG=0 lets the consumer warpgroups issue GEMMs without taking turns,
 // FLASHPAGE_PREFILL_TMA=0 loads every K/V tile by cp.async (kv_tma.h),
-// FLASHPAGE_PREFILL_FOLD=0 strides causal schedules unit by unit (scheduler.cuh, folding).
+// FLASHPAGE_PREFILL_FOLD=0 strides causal schedules unit by unit (scheduler.cuh, folding),
+// FLASHPAGE_PREFILL_ROW_MAJOR=0 orders non-causal ragged ranges rank-major (HopperArgs).
 struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
   bool pingpong = true;
   bool tma = true;
   bool fold = true;
+  bool row_major = true;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -113,6 +115,8 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_PINGPONG")) k.pingpong = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_TMA")) k.tma = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_FOLD")) k.fold = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_ROW_MAJOR"))
+      k.row_major = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -135,6 +139,7 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   HopperArgs a;
   a.ablate = hopper_knobs().ablate;
   a.pingpong = hopper_knobs().pingpong ? 1 : 0;
+  a.row_major = hopper_knobs().row_major ? 1 : 0;
   prefill_tc::KernelArgs& k = a.k;
   k.p = p;
   k.paged = p.page_indices != nullptr;
