@@ -1,7 +1,6 @@
 // The planners: read the host page table once per step and write the work list that the CPU
 // and CUDA runs share (layout in ops/workspace.h).
 #include <algorithm>
-#include <cstdlib>
 #include <numeric>
 
 #include "core/check.h"
@@ -232,44 +231,18 @@ Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& 
     return lengths[size_t(a)] > lengths[size_t(b)];
   });
   std::vector<WorkItem> items, singles;
-  auto item = [&](int64_t b, int64_t t) {
+  for (int64_t b : row_order) {
     const int64_t n = qo_begin[size_t(b) + 1] - qo_begin[size_t(b)];
-    return WorkItem{int32_t(b), int32_t(t * tile), int32_t(std::min(n, (t + 1) * tile)), -1};
-  };
-  auto tiles_of = [&](int64_t b) {
-    return (qo_begin[size_t(b) + 1] - qo_begin[size_t(b)] + tile - 1) / tile;
-  };
-  // EXPERIMENT (FLASHPAGE_PLAN_INTERLEAVE=1): pairs rank-major across rows, every row's
-  // latest pair first, as the ragged kernel orders causal ranges.
-  static const bool interleave = [] {
-    const char* v = std::getenv("FLASHPAGE_PLAN_INTERLEAVE");
-    return v != nullptr && std::atoi(v) != 0;
-  }();
-  if (interleave) {
-    for (int64_t rank = 0;; ++rank) {
-      bool any = false;
-      for (int64_t b : row_order) {
-        const int64_t tiles = tiles_of(b);
-        const int64_t t = tiles - 2 - 2 * rank;
-        if (t < tiles % 2) continue;
-        any = true;
-        items.push_back(item(b, t));
-        items.push_back(item(b, t + 1));
-      }
-      if (!any) break;
+    const int64_t tiles = (n + tile - 1) / tile;
+    auto item = [&](int64_t t) {
+      return WorkItem{int32_t(b), int32_t(t * tile), int32_t(std::min(n, (t + 1) * tile)), -1};
+    };
+    const int64_t first_paired = tiles % 2;
+    for (int64_t t = tiles - 2; t >= first_paired; t -= 2) {
+      items.push_back(item(t));
+      items.push_back(item(t + 1));
     }
-    for (int64_t b : row_order)
-      if (tiles_of(b) % 2 == 1) singles.push_back(item(b, 0));
-  } else {
-    for (int64_t b : row_order) {
-      const int64_t tiles = tiles_of(b);
-      const int64_t first_paired = tiles % 2;
-      for (int64_t t = tiles - 2; t >= first_paired; t -= 2) {
-        items.push_back(item(b, t));
-        items.push_back(item(b, t + 1));
-      }
-      if (first_paired == 1) singles.push_back(item(b, 0));
-    }
+    if (first_paired == 1) singles.push_back(item(0));
   }
   plan.paired_work = int64_t(items.size());  // pairs of one row's consecutive items
   items.insert(items.end(), singles.begin(), singles.end());
