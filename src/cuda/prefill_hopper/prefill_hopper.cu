@@ -105,7 +105,7 @@ struct HopperKnobs {
   bool pingpong = true;
   bool tma = true;
   bool fold = true;
-  int row_major = 1;
+  bool row_major = true;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -116,7 +116,7 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_TMA")) k.tma = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_FOLD")) k.fold = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_ROW_MAJOR"))
-      k.row_major = std::atoi(v);
+      k.row_major = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -139,7 +139,7 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   HopperArgs a;
   a.ablate = hopper_knobs().ablate;
   a.pingpong = hopper_knobs().pingpong ? 1 : 0;
-  a.row_major = hopper_knobs().row_major;
+  a.row_major = hopper_knobs().row_major ? 1 : 0;
   prefill_tc::KernelArgs& k = a.k;
   k.p = p;
   k.paged = p.page_indices != nullptr;
@@ -196,7 +196,7 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   // the planner's order), for ragged / sdpa where the schedule model says it pays
   // (fold_model.h; uniform rows of the mean length when the rows are only on the device).
   a.fold = p.causal && hopper_knobs().fold;
-  if (a.fold && p.work_ints == nullptr && p.batch_size > 0 && a.row_major != 2) {
+  if (a.fold && p.work_ints == nullptr && p.batch_size > 0) {
     prefill_hopper::FoldModelShape m;
     m.batch = p.batch_size;
     m.qo_len = p.max_qo_len >= 0 ? p.max_qo_len : (p.num_qo_tokens + p.batch_size - 1) / p.batch_size;

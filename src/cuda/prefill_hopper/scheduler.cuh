@@ -277,10 +277,7 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     // causal: every range costs the same, and row-major keeps a row's ranges, which read the
     // same K/V, together in time (as the planner's work lists do).
     int qt;
-    if (k.causal && a.row_major == 2) {  // EXPERIMENT: causal row-major, a row's latest first
-      t.b = int(unit / sched.tiles_per_row);
-      qt = sched.tiles_per_row - 1 - int(unit - int64_t(t.b) * sched.tiles_per_row);
-    } else if (k.causal || !a.row_major) {
+    if (k.causal || !a.row_major) {
       const int64_t ranges_per_rank = int64_t(k.p.batch_size);
       const int rank = int(unit / ranges_per_rank);
       t.b = int(unit % ranges_per_rank);
