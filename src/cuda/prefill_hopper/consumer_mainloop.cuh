@@ -135,8 +135,11 @@ struct Consumer {
   // costs one ordinary iteration plus the epilogue instead of an unoverlapped P V, an
   // unoverlapped S GEMM and its softmax (a third of the math warpgroups' time at 8 K/V
   // tiles per M tile, bench/NOTES.md). With one Q stage (head_dim 256) the next tile's Q
-  // cannot load before this tile's epilogue released the stage: tiles run one after another.
+  // cannot load before this tile's last S GEMM released the stage (kEarlyQRelease): tiles run
+  // one after another, the next Q loading while this tile's last softmax, P V and epilogue run.
   static constexpr bool kCrossTile = Cfg::kQStages > 1;
+  static constexpr bool kEarlyQRelease = Cfg::kEarlyQRelease;
+  static_assert(!(kCrossTile && kEarlyQRelease), "the next tile's S GEMM needs this tile's slot");
 
   struct Rings {
     Ring<Cfg::kQStages> q;
@@ -146,29 +149,31 @@ struct Consumer {
 
   // What the main loop of a tile needs in registers.
   struct TileRegs {
-    int q_stage, n_begin, n_end;
+    int q_stage, slot, n_begin, n_end;
     uint64_t q_desc;  // this warpgroup's 64 rows of the tile's Q stage
     KeyRange all;     // keys every row of this warpgroup sees
     RowKeys rk;       // keys each of this thread's two rows sees
   };
 
-  __device__ __forceinline__ const TileSlot& slot(int q_stage) const {
-    return *reinterpret_cast<const TileSlot*>(s.tile_slot(q_stage));
+  __device__ __forceinline__ const TileSlot& slot(int i) const {
+    return *reinterpret_cast<const TileSlot*>(s.tile_slot(i));
   }
-  // Waits for the next Q stage (its Q and its slot); returns the slot's state.
-  __device__ __forceinline__ int acquire(Rings& r, int& q_stage) const {
+  // Waits for the next Q stage (its Q and its tile's slot); returns the slot's state.
+  __device__ __forceinline__ int acquire(Rings& r, int& q_stage, int& slot_index) const {
     r.q.wait_full(s.q_full);
     sm90::fence_proxy_async();
     q_stage = r.q.stage;
+    slot_index = r.q.use_parity();  // the producer's slot for this use (Producer::publish)
     r.q.advance();
-    return slot(q_stage).state;
+    return slot(slot_index).state;
   }
   __device__ __forceinline__ void release(int q_stage) const {
     sm90::mbarrier_arrive(s.q_empty + kBarrierBytes * uint32_t(q_stage));
   }
-  __device__ __forceinline__ void begin(TileRegs& c, int q_stage) const {
-    const TileSlot& sl = slot(q_stage);
+  __device__ __forceinline__ void begin(TileRegs& c, int q_stage, int slot_index) const {
+    const TileSlot& sl = slot(slot_index);
     c.q_stage = q_stage;
+    c.slot = slot_index;
     c.n_begin = sl.tile.n_begin;
     c.n_end = sl.tile.n_end;
     c.all = sl.wg_all[wg];
@@ -177,12 +182,24 @@ struct Consumer {
     c.q_desc = k_major_desc(s.q_tile(q_stage) +
                             uint32_t(wg * Cfg::kWarpgroupRows * kSwizzleRowBytes));
   }
-  // The tile's epilogue (O staged in its Q stage), then its Q stage is free.
+  // The tile's epilogue: O staged in its Q stage, then the stage is free; or, with the stage
+  // already released (kEarlyQRelease), O stored from registers.
   __device__ __forceinline__ void finish(const TileRegs& c, const float (&o)[kDimTiles][4],
                                          const RowSoftmax<kKeyTiles>& softmax) const {
-    Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t}.store(slot(c.q_stage).tile, o,
-                                                                    softmax.m, softmax.d);
-    release(c.q_stage);
+    if constexpr (kEarlyQRelease) {
+      Epilogue<T, kHeadDim>{a.k, nullptr, wg, t}.store_direct(slot(c.slot).tile, o, softmax.m,
+                                                              softmax.d);
+    } else {
+      Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t}.store(slot(c.slot).tile, o,
+                                                                      softmax.m, softmax.d);
+      release(c.q_stage);
+    }
+  }
+  // kEarlyQRelease: the tile's last S GEMM (K/V tile n_begin) has completed; nothing reads
+  // its Q stage any more.
+  __device__ __forceinline__ void release_early(const TileRegs& c, int n) const {
+    if constexpr (kEarlyQRelease)
+      if (n == c.n_begin) release(c.q_stage);
   }
 
   static __device__ __forceinline__ void zero(float (&o)[kDimTiles][4]) {
@@ -230,18 +247,18 @@ struct Consumer {
     uint32_t p[kPvSteps][4];
     float o_scale[2];
     TileRegs c;
-    int q_stage;
-    int state = acquire(r, q_stage);
+    int q_stage, slot_index;
+    int state = acquire(r, q_stage, slot_index);
     for (;;) {
       // No earlier tile's Q stage is held here, only the one just acquired: tiles no row of
       // which sees a key, the end, or a tile that starts alone.
       while (state == TileSlot::kEmpty) {
-        Epilogue<T, kHeadDim>{a.k, nullptr, wg, t}.store_empty(slot(q_stage).tile);
+        Epilogue<T, kHeadDim>{a.k, nullptr, wg, t}.store_empty(slot(slot_index).tile);
         release(q_stage);
-        state = acquire(r, q_stage);
+        state = acquire(r, q_stage, slot_index);
       }
       if (state == TileSlot::kDone) return;
-      begin(c, q_stage);
+      begin(c, q_stage, slot_index);
       softmax.init();
       zero(o);
       // First (highest) K/V tile: S, softmax, P; nothing to overlap with.
@@ -252,12 +269,14 @@ struct Consumer {
       sm90::fence_operands(acc);
       sm90::mbarrier_arrive(r.k.bar(s.k_empty));
       r.k.advance();
+      release_early(c, c.n_end - 1);
       softmax.update(acc, logits(acc, c.n_end - 1, c.rk, c.all), o_scale);
       pack_p(p, acc);
 
       for (;;) {
         for (int n = c.n_end - 2; n >= c.n_begin; --n) {
           overlapped_step(r, c, n, acc, o, p, [&](float (&s_n)[kKeyTiles][4], int key_tile) {
+            release_early(c, key_tile);
             if ((a.ablate & 1) == 0) {
               softmax.update(s_n, logits(s_n, key_tile, c.rk, c.all), o_scale);
             } else {
@@ -268,10 +287,10 @@ struct Consumer {
           pack_p(p, acc);
         }
         if constexpr (kCrossTile) {
-          state = acquire(r, q_stage);  // the next tile's Q stage; this tile's is still held
+          state = acquire(r, q_stage, slot_index);  // the next tile's; this tile's still held
           if (state == TileSlot::kRun) {
             TileRegs next;
-            begin(next, q_stage);
+            begin(next, q_stage, slot_index);
             RowSoftmax<kKeyTiles> next_softmax;
             next_softmax.init();
             // The next tile's first S GEMM beside this tile's last P V.
@@ -297,7 +316,7 @@ struct Consumer {
         sm90::mbarrier_arrive(r.v.bar(s.v_empty));
         r.v.advance();
         finish(c, o, softmax);
-        if constexpr (!kCrossTile) state = acquire(r, q_stage);
+        if constexpr (!kCrossTile) state = acquire(r, q_stage, slot_index);
         break;
       }
     }

@@ -90,6 +90,28 @@ struct Epilogue {
     }
   }
 
+  // O straight from the accumulators, for a tile whose Q stage is already released (one Q
+  // stage, kEarlyQRelease): each thread stores its 4 bytes of each n8 column block of its
+  // two rows; a warp's store covers 16 contiguous bytes of 8 rows, and the next column
+  // block's store the other half of those 32-byte sectors. No staging, no barrier.
+  __device__ __forceinline__ void store_direct(const MTile& tile, const float (&o)[Cfg::kDimTiles][4],
+                                               const float (&m)[2], const float (&d)[2]) const {
+    const int lane = t & 31;
+    const int warp_row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * kWarpRows;
+    const float row_d[2] = {prefill_tc::quad_sum(d[0]), prefill_tc::quad_sum(d[1])};
+    prefill_tc::write_lse(k, tile.g, tile.rows, tile.b, warp_row0, lane, m, row_d);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp_row0 + (lane >> 2) + 8 * h;  // wg_acc_row
+      if (r >= tile.rows.count) continue;
+      const float inv = row_d[h] > 0.0f ? 1.0f / row_d[h] : 0.0f;
+      uint32_t* dst = reinterpret_cast<uint32_t*>(out_row(tile, r) + 2 * (lane & 3));
+#pragma unroll
+      for (int dt = 0; dt < Cfg::kDimTiles; ++dt)
+        dst[dt * 4] = ptx::pack2<T>(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
+    }
+  }
+
   // A tile whose rows see no key: zeros and -inf, nothing staged.
   __device__ __forceinline__ void store_empty(const MTile& tile) const {
     const int chunk = t % Cfg::kChunks;

@@ -8,7 +8,8 @@
 // the phase's transactions; Q's one more, a plain arrival, with release semantics, after the
 // stage's tile slot was written)
 // and an "empty" barrier (one arrival per consumer thread, after its warpgroup's last wgmma
-// reading the buffer has completed; for Q, after the epilogue that staged O in it). Use u of
+// reading the buffer has completed; for Q, after the epilogue that staged O in it, or with
+// one Q stage after the tile's last S GEMM). Use u of
 // a buffer (u = 0, 1, ...) waits for full phase u, i.e. parity u & 1; the producer's use u
 // waits for empty phase u - 1, parity (u & 1) ^ 1, which passes at once for u = 0 (a fresh
 // barrier counts its "preceding" phase as complete).
@@ -32,6 +33,12 @@ struct Ring {
   __device__ __forceinline__ void wait_full(uint32_t base) const { sm90::mbarrier_wait(bar(base), phase); }
   __device__ __forceinline__ void wait_empty(uint32_t base) const {
     sm90::mbarrier_wait(bar(base), phase ^ 1u);
+  }
+  // Parity of the number of uses so far (a 1- or 2-stage ring: the phase or the stage), which
+  // names the tile slot of a Q ring's use (SmemPlan::tile_slot) without another register.
+  __device__ __forceinline__ int use_parity() const {
+    static_assert(kStages == 1 || kStages == 2);
+    return kStages == 1 ? int(phase) : stage;
   }
   __device__ __forceinline__ void advance() {
     if (++stage == kStages) {
@@ -68,9 +75,10 @@ struct SmemPlan {
   __device__ __forceinline__ uint32_t k_tile(int stage) const { return k + stage * Cfg::kKvBytes; }
   __device__ __forceinline__ uint32_t v_tile(int stage) const { return v + stage * Cfg::kKvBytes; }
   __device__ __forceinline__ uint32_t q_tile(int stage) const { return q + stage * Cfg::kQBytes; }
-  // The TileSlot (scheduler.cuh) of the M tile whose Q is in `stage`.
-  __device__ __forceinline__ uint8_t* tile_slot(int stage) const {
-    return tile_slots + stage * kTileSlotBytes;
+  // TileSlot i (scheduler.cuh): M tile number j of the block uses slot j % kTileSlots
+  // (Ring::use_parity of the Q ring).
+  __device__ __forceinline__ uint8_t* tile_slot(int i) const {
+    return tile_slots + i * kTileSlotBytes;
   }
   // The epilogue's staging buffer: the tile's Q stage.
   __device__ __forceinline__ uint8_t* o_staging(int q_stage) const {

@@ -215,9 +215,10 @@ struct Producer {
   // the slot and the Q copies.
   template <class QRing>
   __device__ __forceinline__ void publish(const MTile& t, int state, const QRing& q_ring) const {
+    static_assert(Cfg::kTileSlots == 2, "slot = parity of the Q ring's uses");
     const uint32_t full = q_ring.bar(s.q_full);
     if (threadIdx.x == 0) {
-      TileSlot& slot = *reinterpret_cast<TileSlot*>(s.tile_slot(q_ring.stage));
+      TileSlot& slot = *reinterpret_cast<TileSlot*>(s.tile_slot(q_ring.use_parity()));
       slot.tile = t;
       slot.wg_all[0] = warpgroup_all_keys(a.k, t, 0);
       slot.wg_all[1] = warpgroup_all_keys(a.k, t, 1);

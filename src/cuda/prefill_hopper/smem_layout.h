@@ -69,8 +69,12 @@ struct TileConfig {
   // freed only after the tile's last S GEMM left each tile start waiting for its Q); one at
   // head_dim 256, where 2 x 64 KB do not fit beside the K/V stages.
   static constexpr int kQStages = kHeadDim == 256 ? 1 : 2;
-  // The epilogue stages O in the tile's own Q stage (each warpgroup in its own rows,
-  // epilogue.cuh) and releases the stage after it: no separate O buffer.
+  // With two Q stages the epilogue stages O in the tile's own Q stage (each warpgroup in its
+  // own rows, epilogue.cuh) and releases the stage after it: no separate O buffer. With one,
+  // the consumers release the stage as soon as the tile's last S GEMM has read it, so the
+  // next tile's Q loads during the last softmax, P V and epilogue, and the epilogue stores O
+  // from registers (consumer_mainloop.cuh, kEarlyQRelease).
+  static constexpr bool kEarlyQRelease = kQStages == 1;
   // Shared-memory plan, from a 1024-byte aligned base (every tile is a whole number of
   // swizzle atoms, so every tile and every column block starts 1024-aligned).
   static constexpr int kQOffset = 0;
@@ -78,10 +82,14 @@ struct TileConfig {
   static constexpr int kVOffset = kKOffset + kKStages * kKvBytes;
   static constexpr int kBarrierOffset = kVOffset + kVStages * kKvBytes;
   static constexpr int kNumBarriers = 2 * (kQStages + kKStages + kVStages);  // full/empty
-  // One tile slot per Q stage: what the producer resolved about the stage's M tile
-  // (scheduler.cuh, TileSlot), so the consumers need not resolve it again.
+  // Two tile slots, taken in turn by the M tiles: what the producer resolved about a tile
+  // (scheduler.cuh, TileSlot), so the consumers need not resolve it again. With two Q stages
+  // tile i's slot is its Q stage's; with one, tile i's slot outlives the early release of its
+  // Q stage: the producer writes tile i + 2's slot only after the consumers released tile
+  // i + 1's Q, which they do after tile i's epilogue.
+  static constexpr int kTileSlots = 2;
   static constexpr int kTileSlotOffset = kBarrierOffset + kNumBarriers * 8;
-  static constexpr int kSmemBytes = kTileSlotOffset + kQStages * kTileSlotBytes;
+  static constexpr int kSmemBytes = kTileSlotOffset + kTileSlots * kTileSlotBytes;
   // The dynamic shared-memory base is only 16-byte aligned by contract: ask for one atom more
   // and round up at run time.
   static constexpr int kSmemLaunchBytes = kSmemBytes + kSwizzleAtomBytes;
