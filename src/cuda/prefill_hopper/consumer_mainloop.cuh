@@ -183,12 +183,12 @@ struct Consumer {
                             uint32_t(wg * Cfg::kWarpgroupRows * kSwizzleRowBytes));
   }
   // The tile's epilogue: O staged in its Q stage, then the stage is free; or, with the stage
-  // already released (kEarlyQRelease), O stored from registers.
+  // already released (kEarlyQRelease), O staged in the warp's own buffer.
   __device__ __forceinline__ void finish(const TileRegs& c, const float (&o)[kDimTiles][4],
                                          const RowSoftmax<kKeyTiles>& softmax) const {
     if constexpr (kEarlyQRelease) {
-      Epilogue<T, kHeadDim>{a.k, nullptr, wg, t}.store_direct(slot(c.slot).tile, o, softmax.m,
-                                                              softmax.d);
+      Epilogue<T, kHeadDim>{a.k, s.o_warp_staging(t >> 5 | wg << 2), wg, t}.store_warp_staged(
+          slot(c.slot).tile, o, softmax.m, softmax.d);
     } else {
       Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t}.store(slot(c.slot).tile, o,
                                                                       softmax.m, softmax.d);

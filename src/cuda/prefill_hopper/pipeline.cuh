@@ -80,9 +80,13 @@ struct SmemPlan {
   __device__ __forceinline__ uint8_t* tile_slot(int i) const {
     return tile_slots + i * kTileSlotBytes;
   }
-  // The epilogue's staging buffer: the tile's Q stage.
+  // The epilogue's staging buffer: the tile's Q stage, or with kEarlyQRelease math warp
+  // `warp`'s own (0 .. 7).
   __device__ __forceinline__ uint8_t* o_staging(int q_stage) const {
     return base + Cfg::kQOffset + q_stage * Cfg::kQBytes;
+  }
+  __device__ __forceinline__ uint8_t* o_warp_staging(int warp) const {
+    return base + Cfg::kOStagingOffset + warp * Cfg::kOStagingWarpBytes;
   }
 
   // One thread, before the block's first __syncthreads.

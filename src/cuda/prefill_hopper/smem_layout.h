@@ -73,14 +73,20 @@ struct TileConfig {
   // own rows, epilogue.cuh) and releases the stage after it: no separate O buffer. With one,
   // the consumers release the stage as soon as the tile's last S GEMM has read it, so the
   // next tile's Q loads during the last softmax, P V and epilogue, and the epilogue stores O
-  // from registers (consumer_mainloop.cuh, kEarlyQRelease).
+  // through a buffer of its own (consumer_mainloop.cuh, kEarlyQRelease): 8 rows per math warp
+  // at a time, 32 KB at head_dim 256, which fits beside the stages where a whole 64 KB tile
+  // does not.
   static constexpr bool kEarlyQRelease = kQStages == 1;
+  static constexpr int kOStagingRows = 8;  // per math warp and pass
+  static constexpr int kOStagingWarpBytes = kOStagingRows * kHeadDim * 2;
   // Shared-memory plan, from a 1024-byte aligned base (every tile is a whole number of
   // swizzle atoms, so every tile and every column block starts 1024-aligned).
   static constexpr int kQOffset = 0;
   static constexpr int kKOffset = kQOffset + kQStages * kQBytes;
   static constexpr int kVOffset = kKOffset + kKStages * kKvBytes;
-  static constexpr int kBarrierOffset = kVOffset + kVStages * kKvBytes;
+  static constexpr int kOStagingOffset = kVOffset + kVStages * kKvBytes;
+  static constexpr int kBarrierOffset =
+      kOStagingOffset + (kEarlyQRelease ? 2 * 4 * kOStagingWarpBytes : 0);  // 8 math warps
   static constexpr int kNumBarriers = 2 * (kQStages + kKStages + kVStages);  // full/empty
   // Two tile slots, taken in turn by the M tiles: what the producer resolved about a tile
   // (scheduler.cuh, TileSlot), so the consumers need not resolve it again. With two Q stages
