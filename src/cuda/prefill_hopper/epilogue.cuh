@@ -64,14 +64,33 @@ struct Epilogue {
   static_assert(Cfg::kChunks <= 32, "one lane per 16-byte chunk of a row");
   static constexpr int kWarpRowsPerPass = 32 / Cfg::kChunks;
 
+  // What both staged epilogues start with: the warp's first row, its two rows' denominators
+  // (quad sums) and, in lane l < 16, row row0 + l's output address (nullptr past the tile's
+  // rows), resolved once and shuffled to the lanes that store the row.
+  struct WarpRows {
+    int row0;
+    float d[2];
+    T* lane_out;
+  };
+  __device__ __forceinline__ WarpRows warp_rows(const MTile& tile, const float (&d)[2],
+                                                int lane) const {
+    WarpRows w;
+    w.row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * kWarpRows;
+    w.d[0] = prefill_tc::quad_sum(d[0]);
+    w.d[1] = prefill_tc::quad_sum(d[1]);
+    const int my_row = w.row0 + (lane & (kWarpRows - 1));
+    w.lane_out = my_row < tile.rows.count ? out_row(tile, my_row) : nullptr;
+    return w;
+  }
+
   __device__ __forceinline__ void store(const MTile& tile, const float (&o)[Cfg::kDimTiles][4],
                                         const float (&m)[2], const float (&d)[2]) const {
     const int lane = t & 31;
-    const int warp_row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * kWarpRows;
-    const float row_d[2] = {prefill_tc::quad_sum(d[0]), prefill_tc::quad_sum(d[1])};
     // The row address first: its loads and divisions overlap the barrier and the staging.
-    const int my_row = warp_row0 + (lane & (kWarpRows - 1));
-    T* my_out = my_row < tile.rows.count ? out_row(tile, my_row) : nullptr;
+    const WarpRows w = warp_rows(tile, d, lane);
+    const int warp_row0 = w.row0;
+    const float(&row_d)[2] = w.d;
+    T* const my_out = w.lane_out;
     sync();  // every warp's S GEMMs on these Q rows have completed: staging may overwrite them
     stage(o, row_d, warp_row0, lane);
     prefill_tc::write_lse(k, tile.g, tile.rows, tile.b, warp_row0, lane, m, row_d);
@@ -100,41 +119,30 @@ struct Epilogue {
                                                     const float (&o)[Cfg::kDimTiles][4],
                                                     const float (&m)[2], const float (&d)[2]) const {
     const int lane = t & 31;
-    const int warp_row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * kWarpRows;
-    const float row_d[2] = {prefill_tc::quad_sum(d[0]), prefill_tc::quad_sum(d[1])};
-    // Lane l < 16 resolves row warp_row0 + l's output address once (as store() does).
-    const int my_row_l = warp_row0 + (lane & (kWarpRows - 1));
-    T* my_out = my_row_l < tile.rows.count ? out_row(tile, my_row_l) : nullptr;
-    prefill_tc::write_lse(k, tile.g, tile.rows, tile.b, warp_row0, lane, m, row_d);
+    const WarpRows w = warp_rows(tile, d, lane);
+    prefill_tc::write_lse(k, tile.g, tile.rows, tile.b, w.row0, lane, m, w.d);
     auto offset = [](int row, int chunk) {
       return uint32_t(row * Cfg::kRowBytes + (chunk >> 3) * kSwizzleRowBytes +
                       (((chunk & 7) ^ row) << 4));
     };
-    constexpr int kLanesPerRow = Cfg::kChunks < 32 ? Cfg::kChunks : 32;
-    constexpr int kRowsPerRead = 32 / kLanesPerRow;
-    constexpr int kChunksPerLane = Cfg::kChunks / kLanesPerRow;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float inv = row_d[h] > 0.0f ? 1.0f / row_d[h] : 0.0f;
+      const float inv = w.d[h] > 0.0f ? 1.0f / w.d[h] : 0.0f;
       const int my_row = lane >> 2;
 #pragma unroll
       for (int dt = 0; dt < Cfg::kDimTiles; ++dt)
         *reinterpret_cast<uint32_t*>(staging + offset(my_row, dt) + (lane & 3) * 4) =
             ptx::pack2<T>(o[dt][2 * h] * inv, o[dt][2 * h + 1] * inv);
       __syncwarp();
+      const int chunk = lane % Cfg::kChunks;  // one lane per 16-byte chunk of a row
 #pragma unroll
-      for (int rr = 0; rr < 8; rr += kRowsPerRead) {
-        const int row = rr + lane / kLanesPerRow;
+      for (int rr = 0; rr < 8; rr += kWarpRowsPerPass) {
+        const int row = rr + lane / Cfg::kChunks;
         T* dst = reinterpret_cast<T*>(
-            __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_out), 8 * h + row));
-        if (dst != nullptr) {  // past the tile's rows
-#pragma unroll
-          for (int cc = 0; cc < kChunksPerLane; ++cc) {
-            const int chunk = lane % kLanesPerRow + cc * kLanesPerRow;
-            *reinterpret_cast<uint4*>(dst + chunk * (kChunkBytes / Cfg::kElemBytes)) =
-                *reinterpret_cast<const uint4*>(staging + offset(row, chunk));
-          }
-        }
+            __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(w.lane_out), 8 * h + row));
+        if (dst != nullptr)  // past the tile's rows
+          *reinterpret_cast<uint4*>(dst + chunk * (kChunkBytes / Cfg::kElemBytes)) =
+              *reinterpret_cast<const uint4*>(staging + offset(row, chunk));
       }
       __syncwarp();  // read back before the next pass overwrites
     }

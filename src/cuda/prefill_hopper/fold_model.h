@@ -18,7 +18,8 @@
 
 namespace flashpage::cuda::prefill_hopper {
 
-// The no-work-list schedule (ragged / sdpa) of uniform rows: virtual tile
+// The causal no-work-list schedule (ragged / sdpa) of uniform rows (non-causal ranges run
+// row-major and never fold): virtual tile
 // v = ((band start + rank * batch * heads_in_band + b * heads_in_band + head) * subtiles + sub),
 // ranks latest first (scheduler.cuh, resolve_m_tile and split_band).
 struct FoldModelShape {
