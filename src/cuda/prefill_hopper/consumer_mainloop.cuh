@@ -52,67 +52,40 @@ struct Consumer {
 
   // ---- GEMMs -----------------------------------------------------------------------------
 
-  // Half-width K/V tiles (`half`, warpgroup-uniform): the warpgroup's rows see none of the
-  // tile's keys past the first kBlockN / 2 (the top of a causal diagonal, a row's last partial
-  // tile), so S takes N = 64 (the upper accumulators keep stale values, which mask_logits
-  // sets to -inf like any key past a row's range) and P V the first 64 keys. 128-key tiles
-  // only (head_dim 64 and 128); see TileRegs::top_half.
-  static constexpr bool kHalfTiles = kBlockN == 128;
-
   // q_desc: this warpgroup's 64 rows of the tile's Q stage (TileRegs::q_desc).
   __device__ __forceinline__ void qk(float (&acc)[kKeyTiles][4], uint64_t q_desc,
-                                     uint32_t k_tile, bool half) const {
+                                     uint32_t k_tile) const {
     const uint64_t k_desc = k_major_desc(k_tile);
     sm90::fence_operands(acc);
     sm90::wgmma_fence();
-    if (kHalfTiles && half) {
-      float(&low)[8][4] = *reinterpret_cast<float(*)[8][4]>(&acc[0][0]);
 #pragma unroll
-      for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
-        const uint64_t da = q_desc + (k_major_step_offset(kk, Cfg::kBlockM) >> 4);
-        const uint64_t db = k_desc + (k_major_step_offset(kk, kBlockN) >> 4);
-        sm90::wgmma_ss_m64n64k16(low, da, db, kk > 0 ? 1u : 0u, T{});
-      }
-    } else {
-#pragma unroll
-      for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
-        const uint64_t da = q_desc + (k_major_step_offset(kk, Cfg::kBlockM) >> 4);
-        const uint64_t db = k_desc + (k_major_step_offset(kk, kBlockN) >> 4);
-        if constexpr (kBlockN == 128)
-          sm90::wgmma_ss_m64n128k16(acc, da, db, kk > 0 ? 1u : 0u, T{});
-        else
-          sm90::wgmma_ss_m64n64k16(acc, da, db, kk > 0 ? 1u : 0u, T{});
-      }
+    for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
+      const uint64_t da = q_desc + (k_major_step_offset(kk, Cfg::kBlockM) >> 4);
+      const uint64_t db = k_desc + (k_major_step_offset(kk, kBlockN) >> 4);
+      if constexpr (kBlockN == 128)
+        sm90::wgmma_ss_m64n128k16(acc, da, db, kk > 0 ? 1u : 0u, T{});
+      else
+        sm90::wgmma_ss_m64n64k16(acc, da, db, kk > 0 ? 1u : 0u, T{});
     }
     sm90::wgmma_commit();
     sm90::fence_operands(acc);
   }
 
-  // One P V k16 step: keys 16 ks .. 16 ks + 15 of the V tile.
-  __device__ __forceinline__ void pv_step(float (&o)[kDimTiles][4], const uint32_t (&p)[4],
-                                          uint64_t db) const {
-    if constexpr (kHeadDim == 256)
-      sm90::wgmma_rs_m64n256k16(o, p, db, 1u, T{});
-    else if constexpr (kHeadDim == 128)
-      sm90::wgmma_rs_m64n128k16(o, p, db, 1u, T{});
-    else
-      sm90::wgmma_rs_m64n64k16(o, p, db, 1u, T{});
-  }
-
   __device__ __forceinline__ void pv(float (&o)[kDimTiles][4], uint32_t (&p)[kPvSteps][4],
-                                     uint32_t v_tile, bool half) const {
+                                     uint32_t v_tile) const {
     const uint64_t v_desc = mn_major_desc(v_tile, kBlockN);
     sm90::fence_operands(o);
     sm90::fence_operands(p);
     sm90::wgmma_fence();
-    if (kHalfTiles && half) {
 #pragma unroll
-      for (int ks = 0; ks < kPvSteps / 2; ++ks)
-        pv_step(o, p[ks], v_desc + (mn_major_step_offset(ks) >> 4));
-    } else {
-#pragma unroll
-      for (int ks = 0; ks < kPvSteps; ++ks)
-        pv_step(o, p[ks], v_desc + (mn_major_step_offset(ks) >> 4));
+    for (int ks = 0; ks < kPvSteps; ++ks) {
+      const uint64_t db = v_desc + (mn_major_step_offset(ks) >> 4);
+      if constexpr (kHeadDim == 256)
+        sm90::wgmma_rs_m64n256k16(o, p[ks], db, 1u, T{});
+      else if constexpr (kHeadDim == 128)
+        sm90::wgmma_rs_m64n128k16(o, p[ks], db, 1u, T{});
+      else
+        sm90::wgmma_rs_m64n64k16(o, p[ks], db, 1u, T{});
     }
     sm90::wgmma_commit();
     sm90::fence_operands(o);
@@ -180,7 +153,6 @@ struct Consumer {
     uint64_t q_desc;  // this warpgroup's 64 rows of the tile's Q stage
     KeyRange all;     // keys every row of this warpgroup sees
     RowKeys rk;       // keys each of this thread's two rows sees
-    bool top_half;    // the first (highest) K/V tile runs half-width (kHalfTiles)
   };
 
   __device__ __forceinline__ const TileSlot& slot(int i) const {
@@ -205,7 +177,6 @@ struct Consumer {
     c.n_begin = sl.tile.n_begin;
     c.n_end = sl.tile.n_end;
     c.all = sl.wg_all[wg];
-    c.top_half = kHalfTiles && sl.wg_any_hi[wg] - (c.n_end - 1) * kBlockN <= kBlockN / 2;
     const int warp_row0 = wg * Cfg::kWarpgroupRows + (t >> 5) * 16;
     c.rk.init(a.k, sl.tile.g, sl.tile.rows, warp_row0 + (lane >> 2));
     c.q_desc = k_major_desc(s.q_tile(q_stage) +
@@ -237,24 +208,21 @@ struct Consumer {
   }
 
   // S of K/V tile n of tile c issued before O += P V of the previous K/V tile (p: of this M
-  // tile, or of the previous one at a tile boundary; p_half: whether p is half-width);
-  // `softmax(acc, n)` runs on S between the two waits, while the P V may still run. On return
-  // the P V has completed, the K and V stages are released, and p_half describes S_n.
+  // tile, or of the previous one at a tile boundary); `softmax(acc, n)` runs on S between
+  // the two waits, while the P V may still run. On return the P V has completed and the K
+  // and V stages are released.
   template <class Softmax>
   __device__ __forceinline__ void overlapped_step(Rings& r, const TileRegs& c, int n,
                                                   float (&acc)[kKeyTiles][4],
                                                   float (&o)[kDimTiles][4],
-                                                  uint32_t (&p)[kPvSteps][4], bool& p_half,
-                                                  Softmax&& softmax) const {
-    const bool s_half = c.top_half && n == c.n_end - 1;
+                                                  uint32_t (&p)[kPvSteps][4], Softmax&& softmax) const {
     r.k.wait_full(s.k_full);
     sm90::fence_proxy_async();
     sched_wait();
-    qk(acc, c.q_desc, s.k_tile(r.k.stage), s_half);
+    qk(acc, c.q_desc, s.k_tile(r.k.stage));
     r.v.wait_full(s.v_full);
     sm90::fence_proxy_async();
-    pv(o, p, s.v_tile(r.v.stage), p_half);
-    p_half = s_half;
+    pv(o, p, s.v_tile(r.v.stage));
     sched_pass();
     sm90::wgmma_wait<1>();  // S_n is done (the P V may still run)
     sm90::fence_operands(acc);
@@ -277,7 +245,6 @@ struct Consumer {
     float o[kDimTiles][4];
     float acc[kKeyTiles][4];
     uint32_t p[kPvSteps][4];
-    bool p_half = false;  // P covers only the first kBlockN / 2 keys of its V tile
     float o_scale[2];
     TileRegs c;
     int q_stage, slot_index;
@@ -297,8 +264,7 @@ struct Consumer {
       // First (highest) K/V tile: S, softmax, P; nothing to overlap with.
       r.k.wait_full(s.k_full);
       sm90::fence_proxy_async();
-      qk(acc, c.q_desc, s.k_tile(r.k.stage), c.top_half);
-      p_half = c.top_half;
+      qk(acc, c.q_desc, s.k_tile(r.k.stage));
       sm90::wgmma_wait<0>();
       sm90::fence_operands(acc);
       sm90::mbarrier_arrive(r.k.bar(s.k_empty));
@@ -309,7 +275,7 @@ struct Consumer {
 
       for (;;) {
         for (int n = c.n_end - 2; n >= c.n_begin; --n) {
-          overlapped_step(r, c, n, acc, o, p, p_half, [&](float (&s_n)[kKeyTiles][4], int key_tile) {
+          overlapped_step(r, c, n, acc, o, p, [&](float (&s_n)[kKeyTiles][4], int key_tile) {
             release_early(c, key_tile);
             if ((a.ablate & 1) == 0) {
               softmax.update(s_n, logits(s_n, key_tile, c.rk, c.all), o_scale);
@@ -328,7 +294,7 @@ struct Consumer {
             RowSoftmax<kKeyTiles> next_softmax;
             next_softmax.init();
             // The next tile's first S GEMM beside this tile's last P V.
-            overlapped_step(r, next, next.n_end - 1, acc, o, p, p_half,
+            overlapped_step(r, next, next.n_end - 1, acc, o, p,
                             [&](float (&s_n)[kKeyTiles][4], int key_tile) {
                               next_softmax.update(s_n, logits(s_n, key_tile, next.rk, next.all),
                                                   o_scale);  // o_scale: O starts at zero
@@ -344,7 +310,7 @@ struct Consumer {
         // The last P V of the tile, alone.
         r.v.wait_full(s.v_full);
         sm90::fence_proxy_async();
-        pv(o, p, s.v_tile(r.v.stage), p_half);
+        pv(o, p, s.v_tile(r.v.stage));
         sm90::wgmma_wait<0>();
         sm90::fence_operands(o);
         sm90::mbarrier_arrive(r.v.bar(s.v_empty));

@@ -220,12 +220,8 @@ struct Producer {
     if (threadIdx.x == 0) {
       TileSlot& slot = *reinterpret_cast<TileSlot*>(s.tile_slot(q_ring.use_parity()));
       slot.tile = t;
-#pragma unroll
-      for (int wg = 0; wg < 2; ++wg) {
-        const TileKeyRanges keys = warpgroup_keys(a.k, t, wg);
-        slot.wg_all[wg] = keys.all;
-        slot.wg_any_hi[wg] = keys.any.hi;
-      }
+      slot.wg_all[0] = warpgroup_all_keys(a.k, t, 0);
+      slot.wg_all[1] = warpgroup_all_keys(a.k, t, 1);
       slot.state = state;
       sm90::mbarrier_arrive(full);  // release: the slot is visible to whoever sees the phase
     }

@@ -117,20 +117,18 @@ struct TileSlot {
   enum State : int { kRun = 0, kEmpty = 1, kDone = 2 };  // kEmpty: no row sees a key
   MTile tile;
   prefill_tc::KeyRange wg_all[2];
-  int wg_any_hi[2];  // per warpgroup: one past the highest key any of its rows sees
   int state;
 };
 static_assert(sizeof(TileSlot) <= kTileSlotBytes);
 
-// The keys of consumer warpgroup wg's 64 rows of the tile: `all` every row sees (those tiles
-// need no per-element masking), `any` some row sees; both empty when the warpgroup has no
-// rows.
-__device__ __forceinline__ TileKeyRanges warpgroup_keys(const prefill_tc::KernelArgs& k,
-                                                        const MTile& t, int wg) {
+// Keys every row of consumer warpgroup wg's 64 rows of the tile sees (those tiles need no
+// per-element masking); empty when the warpgroup has no rows.
+__device__ __forceinline__ prefill_tc::KeyRange warpgroup_all_keys(const prefill_tc::KernelArgs& k,
+                                                                   const MTile& t, int wg) {
   PackedRows rows = t.rows;
   rows.first += wg * kWarpgroupRows;
   rows.count = min(kWarpgroupRows, t.rows.count - wg * kWarpgroupRows);
-  return rows.count > 0 ? prefill_tc::tile_key_ranges(k, t.g, rows) : TileKeyRanges{};
+  return rows.count > 0 ? prefill_tc::tile_key_ranges(k, t.g, rows).all : prefill_tc::KeyRange{};
 }
 
 // A block runs steps blockIdx.x, blockIdx.x + gridDim.x, ... of tiles_per_step virtual tiles
