@@ -6,6 +6,11 @@
 # the device image has).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# No kernel that spills or has its wgmma serialised goes to the GPU unnoticed.
+if [ "${PACK_SKIP_CHECK:-0}" != 1 ] && ! bench/check_kernel_resources.sh; then
+  echo "pack_device_build: the kernel resource check failed (PACK_SKIP_CHECK=1 packs anyway)"
+  exit 1
+fi
 rm -rf .devcarry
 mkdir -p .devcarry/tests .devcarry/tools .devcarry/bench .devcarry/lib
 cp build/device/tests/test_* .devcarry/tests/ 2>/dev/null || true

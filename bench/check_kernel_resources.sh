@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Recompiles the warp-specialised sm_90a kernels of a configured build (default build/device,
+# `cmake --preset device`) with ptxas -v and fails when any kernel spills or has its wgmma
+# serialised (ptxas C75xx "Potential Performance Loss"): both cost far more than any change
+# gains (session 13: a branch around a wgmma serialised every wgmma of the kernel and cost
+# 8-26%, bench/NOTES.md), and neither shows in the tests. bench/pack_device_build.sh runs it.
+# Usage: bench/check_kernel_resources.sh [build dir]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build="${1:-build/device}"
+units="prefill_hopper_bf16 prefill_hopper_f16 decode_stream_bf16 decode_stream_f16"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+for u in $units; do
+  cmd=$(cd "$build" && ninja -t commands 2>/dev/null | grep nvcc | grep "/$u.cu.o" | head -1)
+  if [ -z "$cmd" ]; then echo "check_kernel_resources: no nvcc command for $u in $build"; exit 1; fi
+  cmd=$(echo "$cmd" | sed "s| -o [^ ]*\.o| -o $tmp/$u.o|; s| -MD -MT [^ ]* -MF [^ ]*||")
+  (cd "$build" && eval "$cmd -Xptxas -v" >"$tmp/$u.log" 2>&1) &
+done
+wait
+status=0
+for u in $units; do
+  spills=$(grep -E "bytes spill (stores|loads)" "$tmp/$u.log" | grep -vc " 0 bytes spill stores, 0 bytes spill loads")
+  serial=$(grep -c "C75[0-9][0-9]" "$tmp/$u.log")
+  regs=$(grep -o "Used [0-9]* registers" "$tmp/$u.log" | sort -u | tr '\n' ' ')
+  echo "$u: kernels with spills: $spills, ptxas C75xx notes (wgmma serialised, arrives injected): $serial; $regs"
+  if [ "$spills" != 0 ] || [ "$serial" != 0 ]; then
+    grep -E "spill|C75[0-9][0-9]" "$tmp/$u.log" | grep -v " 0 bytes spill stores, 0 bytes spill loads" | head -5
+    status=1
+  fi
+done
+exit $status
