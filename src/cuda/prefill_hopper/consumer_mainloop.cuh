@@ -187,7 +187,7 @@ struct Consumer {
   __device__ __forceinline__ void finish(const TileRegs& c, const float (&o)[kDimTiles][4],
                                          const RowSoftmax<kKeyTiles>& softmax) const {
     if constexpr (kEarlyQRelease) {
-      Epilogue<T, kHeadDim>{a.k, s.o_warp_staging(t >> 5 | wg << 2), wg, t}.store_warp_staged(
+      Epilogue<T, kHeadDim>{a.k, s.o_warp_staging((t >> 5) | (wg << 2)), wg, t}.store_warp_staged(
           slot(c.slot).tile, o, softmax.m, softmax.d);
     } else {
       Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t}.store(slot(c.slot).tile, o,

@@ -115,6 +115,7 @@ struct Epilogue {
   // 128 + ((c % 8) ^ r) * 16: the 4-byte writes (8 rows x one chunk per warp) and the 16-byte
   // reads (whole rows) are free of bank conflicts. Only __syncwarp: the buffer is the warp's.
   // (Stores straight from the accumulators, 4 bytes per thread, were 2-11% slower.)
+  static_assert(kWarpRows == 2 * Cfg::kOStagingRows, "two passes of the warp's rows");
   __device__ __forceinline__ void store_warp_staged(const MTile& tile,
                                                     const float (&o)[Cfg::kDimTiles][4],
                                                     const float (&m)[2], const float (&d)[2]) const {
@@ -128,7 +129,7 @@ struct Epilogue {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float inv = w.d[h] > 0.0f ? 1.0f / w.d[h] : 0.0f;
-      const int my_row = lane >> 2;
+      const int my_row = lane >> 2;  // accumulator row lane / 4 + 8 h of the warp's 16
 #pragma unroll
       for (int dt = 0; dt < Cfg::kDimTiles; ++dt)
         *reinterpret_cast<uint32_t*>(staging + offset(my_row, dt) + (lane & 3) * 4) =
@@ -136,10 +137,11 @@ struct Epilogue {
       __syncwarp();
       const int chunk = lane % Cfg::kChunks;  // one lane per 16-byte chunk of a row
 #pragma unroll
-      for (int rr = 0; rr < 8; rr += kWarpRowsPerPass) {
+      for (int rr = 0; rr < Cfg::kOStagingRows; rr += kWarpRowsPerPass) {
         const int row = rr + lane / Cfg::kChunks;
         T* dst = reinterpret_cast<T*>(
-            __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(w.lane_out), 8 * h + row));
+            __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(w.lane_out),
+                        Cfg::kOStagingRows * h + row));
         if (dst != nullptr)  // past the tile's rows
           *reinterpret_cast<uint4*>(dst + chunk * (kChunkBytes / Cfg::kElemBytes)) =
               *reinterpret_cast<const uint4*>(staging + offset(row, chunk));

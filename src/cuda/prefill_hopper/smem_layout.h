@@ -77,8 +77,8 @@ struct TileConfig {
   // at a time, 32 KB at head_dim 256, which fits beside the stages where a whole 64 KB tile
   // does not.
   static constexpr bool kEarlyQRelease = kQStages == 1;
-  static constexpr int kOStagingRows = 8;  // per math warp and pass
-  static constexpr int kOStagingWarpBytes = kOStagingRows * kHeadDim * 2;
+  static constexpr int kOStagingRows = 8;  // per math warp and pass: accumulator rows lane / 4
+  static constexpr int kOStagingWarpBytes = kOStagingRows * kRowBytes;
   // Shared-memory plan, from a 1024-byte aligned base (every tile is a whole number of
   // swizzle atoms, so every tile and every column block starts 1024-aligned).
   static constexpr int kQOffset = 0;
@@ -86,7 +86,7 @@ struct TileConfig {
   static constexpr int kVOffset = kKOffset + kKStages * kKvBytes;
   static constexpr int kOStagingOffset = kVOffset + kVStages * kKvBytes;
   static constexpr int kBarrierOffset =
-      kOStagingOffset + (kEarlyQRelease ? 2 * 4 * kOStagingWarpBytes : 0);  // 8 math warps
+      kOStagingOffset + (kEarlyQRelease ? kConsumerWarpgroups * 4 * kOStagingWarpBytes : 0);
   static constexpr int kNumBarriers = 2 * (kQStages + kKStages + kVStages);  // full/empty
   // Two tile slots, taken in turn by the M tiles: what the producer resolved about a tile
   // (scheduler.cuh, TileSlot), so the consumers need not resolve it again. With two Q stages
