@@ -5,6 +5,7 @@
 // w names unit u and then its mirror units - 1 - u and goes to block w mod grid). Pure host code.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -57,6 +58,10 @@ TEST(PrefillFoldModel, RunsMatchTileByTileWalk) {
             << "case " << i << " fold " << fold << " block " << b << " batch " << s.batch
             << " qo " << s.qo_len << " heads " << s.kv_heads << "/" << s.head_band
             << " subtiles " << s.subtiles << " grid " << s.grid;
+      // fold_pays' allocation-free maximum, on a reused scratch, is the walk's busiest block.
+      std::vector<double> scratch(3, 7.0);
+      const double most = *std::max_element(slow.begin(), slow.end());
+      ASSERT_NEAR(hp::busiest_load(s, fold, scratch), most, 1e-6 * (1.0 + most)) << "case " << i;
     }
   }
 }

@@ -45,10 +45,12 @@ inline double range_cost(const FoldModelShape& s, int64_t rank) {
 
 // Each block's load: v (or, folded, step w) goes to block v mod grid. Whole runs of equal
 // cost are added at once (a difference array over the blocks), so the cost is
-// O(bands * ranks + grid), not O(tiles).
-inline std::vector<double> block_loads(const FoldModelShape& s, bool fold) {
+// O(bands * ranks + grid), not O(tiles). Block b's load is the returned share of every block
+// plus diff[0] + ... + diff[b]; `diff` is the caller's (grid + 1 values, overwritten), so a
+// caller per launch can keep one and allocate nothing.
+inline double accumulate_loads(const FoldModelShape& s, bool fold, std::vector<double>& diff) {
   const int64_t g = std::max<int64_t>(s.grid, 1);
-  std::vector<double> diff(size_t(g) + 1, 0.0);
+  diff.assign(size_t(g) + 1, 0.0);
   double everyone = 0.0;
   auto add = [&](int64_t start, int64_t len, double x) {  // positions [start, start + len)
     everyone += x * double(len / g);
@@ -89,22 +91,39 @@ inline std::vector<double> block_loads(const FoldModelShape& s, bool fold) {
       }
     }
   }
-  std::vector<double> loads(static_cast<size_t>(g));
+  return everyone;
+}
+
+// Every block's load.
+inline std::vector<double> block_loads(const FoldModelShape& s, bool fold) {
+  std::vector<double> diff;
+  const double everyone = accumulate_loads(s, fold, diff);
+  std::vector<double> loads(diff.size() - 1);
   double run = 0.0;
-  for (int64_t b = 0; b < g; ++b) {
-    run += diff[size_t(b)];
-    loads[size_t(b)] = everyone + run;
+  for (size_t b = 0; b < loads.size(); ++b) {
+    run += diff[b];
+    loads[b] = everyone + run;
   }
   return loads;
 }
 
-inline double busiest(const std::vector<double>& loads) {
-  return loads.empty() ? 0.0 : *std::max_element(loads.begin(), loads.end());
+// The busiest block's load, in the caller's scratch `diff`.
+inline double busiest_load(const FoldModelShape& s, bool fold, std::vector<double>& diff) {
+  const double everyone = accumulate_loads(s, fold, diff);
+  double run = 0.0, most = -1.0e300;
+  for (size_t b = 0; b + 1 < diff.size(); ++b) {
+    run += diff[b];
+    most = std::max(most, run);
+  }
+  return everyone + most;
 }
 
-// Fold when the busiest block's load drops by more than 1%.
+// Fold when the busiest block's load drops by more than 1%. Called once per ragged/sdpa
+// causal launch: a per-thread scratch, so no allocation after a thread's first call.
 inline bool fold_pays(const FoldModelShape& s) {
-  return busiest(block_loads(s, true)) < 0.99 * busiest(block_loads(s, false));
+  thread_local std::vector<double> diff;
+  const double folded = busiest_load(s, true, diff);
+  return folded < 0.99 * busiest_load(s, false, diff);
 }
 
 }  // namespace flashpage::cuda::prefill_hopper
