@@ -6,9 +6,10 @@
 // (the vision-tower path), its sdpa on [B, H, S, D] tensors (contiguous: PyTorch's layout;
 // top-left causal, so only where that is the same mask: S = L or not causal) and its paged
 // prefill reading K/V from shuffled pages of 16 and of 1 token. The cache case B x S+C runs
-// S new tokens per row over C cached ones (paged and ragged, causal bottom-right). FLOPs = 4 * B * Hq * D * (query, key) pairs that the mask
-// keeps; TFLOP/s from the median of event-timed calls, each system timed after min_ms of its
-// own calls (the GPU at its sustained clocks, bench_util.h).
+// S new tokens per row over C cached ones (paged and ragged, causal bottom-right).
+// FLOPs = 4 * B * Hq * D * (query, key) pairs that the mask keeps; TFLOP/s from the median
+// of event-timed calls, each system timed after min_ms of its own calls (the GPU at its
+// sustained clocks, bench_util.h).
 #include <cuda_runtime_api.h>
 
 #include <chrono>
