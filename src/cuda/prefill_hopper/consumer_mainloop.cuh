@@ -163,7 +163,7 @@ struct Consumer {
     r.q.wait_full(s.q_full);
     sm90::fence_proxy_async();
     q_stage = r.q.stage;
-    slot_index = r.q.use_parity();  // the producer's slot for this use (Producer::publish)
+    slot_index = r.q.slot();  // the producer's slot for this use (Producer::publish)
     r.q.advance();
     return slot(slot_index).state;
   }

@@ -34,12 +34,9 @@ struct Ring {
   __device__ __forceinline__ void wait_empty(uint32_t base) const {
     sm90::mbarrier_wait(bar(base), phase ^ 1u);
   }
-  // Parity of the number of uses so far (a 1- or 2-stage ring: the phase or the stage), which
-  // names the tile slot of a Q ring's use (SmemPlan::tile_slot) without another register.
-  __device__ __forceinline__ int use_parity() const {
-    static_assert(kStages == 1 || kStages == 2);
-    return kStages == 1 ? int(phase) : stage;
-  }
+  // The tile slot of a Q ring's use (SmemPlan::tile_slot), without another register: the
+  // stage, or for a one-stage ring the parity of the uses so far (the phase).
+  __device__ __forceinline__ int slot() const { return kStages == 1 ? int(phase) : stage; }
   __device__ __forceinline__ void advance() {
     if (++stage == kStages) {
       stage = 0;
@@ -76,7 +73,7 @@ struct SmemPlan {
   __device__ __forceinline__ uint32_t v_tile(int stage) const { return v + stage * Cfg::kKvBytes; }
   __device__ __forceinline__ uint32_t q_tile(int stage) const { return q + stage * Cfg::kQBytes; }
   // TileSlot i (scheduler.cuh): M tile number j of the block uses slot j % kTileSlots
-  // (Ring::use_parity of the Q ring).
+  // (Ring::slot of the Q ring).
   __device__ __forceinline__ uint8_t* tile_slot(int i) const {
     return tile_slots + i * kTileSlotBytes;
   }

@@ -215,10 +215,11 @@ struct Producer {
   // the slot and the Q copies.
   template <class QRing>
   __device__ __forceinline__ void publish(const MTile& t, int state, const QRing& q_ring) const {
-    static_assert(Cfg::kTileSlots == 2, "slot = parity of the Q ring's uses");
+    static_assert(Cfg::kTileSlots == (Cfg::kQStages == 1 ? 2 : Cfg::kQStages),
+                  "one slot per Q stage, or two taken by the parity of a single stage's uses");
     const uint32_t full = q_ring.bar(s.q_full);
     if (threadIdx.x == 0) {
-      TileSlot& slot = *reinterpret_cast<TileSlot*>(s.tile_slot(q_ring.use_parity()));
+      TileSlot& slot = *reinterpret_cast<TileSlot*>(s.tile_slot(q_ring.slot()));
       slot.tile = t;
       slot.wg_all[0] = warpgroup_all_keys(a.k, t, 0);
       slot.wg_all[1] = warpgroup_all_keys(a.k, t, 1);
