@@ -158,8 +158,12 @@ TEST(PrefillHopper, CudaRagged) {
   std::vector<int64_t> many(300);
   for (size_t i = 0; i < many.size(); ++i) many[i] = int64_t(i * 7 % 23);
   many[287] = 261;
-  for (bool causal : {false, true})
+  // MHA at head_dim 64 as well: ~9 M tiles per block, so every Q ring (three stages there)
+  // wraps round several times.
+  for (bool causal : {false, true}) {
     FP_CASE(run_ragged(rng, {many, {}, 8, 2, 128, DType::bf16, causal}));
+    FP_CASE(run_ragged(rng, {many, {}, 4, 4, 64, DType::f16, causal}));
+  }
 }
 
 // Causal schedules of at least two virtual tiles per block are folded (scheduler.cuh): a
