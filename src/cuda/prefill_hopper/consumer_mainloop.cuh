@@ -113,8 +113,7 @@ struct Consumer {
     const int key0 = n * kBlockN;
     const bool interior = key0 >= all.lo && key0 + kBlockN <= all.hi;
     if (interior && !a.k.has_cap) return a.k.scale_log2;
-    mask_logits<kKeyTiles>(acc, a.k, rk, key0, lane);
-    return 1.0f;
+    return mask_logits<kKeyTiles>(acc, a.k, rk, key0, lane);
   }
 
   __device__ __forceinline__ void sched_wait() const {

@@ -38,23 +38,43 @@ struct RowKeys {
   }
 };
 
-// Raw dot products of keys [key0, key0 + 8 * kKeyTiles) -> log2-domain logits: scale (or soft
-// cap), -inf outside each row's visible range.
+// Keys [key0, key0 + 8 * kKeyTiles) outside each row's visible range -> -inf; returns the
+// multiplier the softmax applies (see RowSoftmax::update). Without a soft cap the raw dot
+// products stay and the scale is folded into the exp2 FMA, as on interior tiles, so a
+// boundary tile costs one select per element. The soft cap's tanh is a loop of its own: as
+// a branch per element it made every diagonal tile's code ~17 instructions per element and
+// its fetch missed the instruction cache (ncu, bench/NOTES.md session 14).
 template <int kKeyTiles>
-__device__ __forceinline__ void mask_logits(float (&s)[kKeyTiles][4],
-                                            const prefill_tc::KernelArgs& k, const RowKeys& rk,
-                                            int key0, int lane) {
+__device__ __forceinline__ float mask_logits(float (&s)[kKeyTiles][4],
+                                             const prefill_tc::KernelArgs& k, const RowKeys& rk,
+                                             int key0, int lane) {
+  // Key of element (nt, e) = col0 + 8 * nt + (e & 1); the range tests against constants.
+  const int col0 = key0 + 2 * (lane & 3);
+  int lo[2], hi[2];
 #pragma unroll
-  for (int nt = 0; nt < kKeyTiles; ++nt) {
+  for (int h = 0; h < 2; ++h) {
+    lo[h] = rk.keys[h].lo - col0;
+    hi[h] = rk.keys[h].hi - col0;
+  }
+  if (!k.has_cap) {
+#pragma unroll
+    for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = nt * 8 + (e & 1);
+        if (!(j >= lo[e >> 1] && j < hi[e >> 1])) s[nt][e] = kNegInf;
+      }
+    return k.scale_log2;
+  }
+#pragma unroll
+  for (int nt = 0; nt < kKeyTiles; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const KeyRange r = rk.keys[e >> 1];
-      const int key = key0 + nt * 8 + 2 * (lane & 3) + (e & 1);
-      const float x = k.has_cap ? k.p.logits_soft_cap * prefill_tc::soft_cap_tanh(s[nt][e] * k.cap_scale)
-                                : s[nt][e] * k.p.scale;
-      s[nt][e] = key >= r.lo && key < r.hi ? x * kLog2e : kNegInf;
+      const int j = nt * 8 + (e & 1);
+      const float x = k.p.logits_soft_cap * prefill_tc::soft_cap_tanh(s[nt][e] * k.cap_scale);
+      s[nt][e] = j >= lo[e >> 1] && j < hi[e >> 1] ? x * kLog2e : kNegInf;
     }
-  }
+  return 1.0f;
 }
 
 // A thread's 2 * kKeyTiles values of row half h folded with op into kChains interleaved
