@@ -23,8 +23,6 @@ namespace flashpage::cuda::prefill_hopper {
 constexpr uint32_t kProducerThreads = 128;
 constexpr uint32_t kConsumerThreads = 256;
 constexpr uint32_t kBarrierBytes = 8;
-// Named barrier of the load warpgroup (ids 1 and 2: the consumers' turns, consumer_mainloop.cuh).
-constexpr uint32_t kProducerBarrier = 3;
 
 template <int kStages>
 struct Ring {
@@ -54,7 +52,6 @@ struct SmemPlan {
   uint32_t q, k, v;
   uint32_t q_full, q_empty, k_full, k_empty, v_full, v_empty;  // first barrier of each array
   uint8_t* tile_slots;
-  uint8_t* schedule;  // the producer's Schedule (Producer::run)
 
   __device__ __forceinline__ explicit SmemPlan(uint8_t* raw) {
     const uint32_t raw_addr = sm90::smem_u32(raw);
@@ -71,7 +68,6 @@ struct SmemPlan {
     v_full = k_empty + kBarrierBytes * Cfg::kKStages;
     v_empty = v_full + kBarrierBytes * Cfg::kVStages;
     tile_slots = base + Cfg::kTileSlotOffset;
-    schedule = base + Cfg::kScheduleOffset;
   }
   __device__ __forceinline__ uint32_t k_tile(int stage) const { return k + stage * Cfg::kKvBytes; }
   __device__ __forceinline__ uint32_t v_tile(int stage) const { return v + stage * Cfg::kKvBytes; }

@@ -95,21 +95,6 @@ struct KvRowSource {
   }
 };
 
-// What the K/V loads of an M tile read of it, once its Q is issued. With the next tile's Q
-// issued in the middle of this tile's K/V (Producer::run), two of these are live, where two
-// MTiles made the 56-register producer spill.
-struct KvWalk {
-  const int32_t* pages = nullptr;  // paged: the row's page ids
-  int b = 0, kv_base = 0, kv_head = 0;
-  int keys_hi = 0;  // keys at or past it: no row sees them, zero-filled
-  int n_begin = 0, n_end = 0;  // K/V tiles [n_begin, n_end), loaded last to first
-
-  KvWalk() = default;
-  __device__ __forceinline__ explicit KvWalk(const MTile& t)
-      : pages(t.g.pages), b(t.b), kv_base(t.g.kv_base), kv_head(t.kv_head),
-        keys_hi(t.ranges.any.hi), n_begin(t.n_begin), n_end(t.n_end) {}
-};
-
 template <class T, int kHeadDim>
 struct Producer {
   using Cfg = TileConfig<kHeadDim>;
@@ -125,19 +110,19 @@ struct Producer {
 
   // Lane's key row of tile n (a plain load of the page id for paged K/V: issued here,
   // consumed at the next issue, so the load overlaps the wait for a free stage).
-  __device__ __forceinline__ KvRowSource lookup(const KvWalk& t, int n) const {
+  __device__ __forceinline__ KvRowSource lookup(const MTile& t, int n) const {
     const prefill_tc::KernelArgs& k = a.k;
     KvRowSource src;
     const int key = n * kBlockN + warp * kKvRowsPerWarp + lane;
     // No row sees it (also covers key >= kv_len), or a lane past the warp's slice.
-    if (key >= t.keys_hi || lane >= kKvRowsPerWarp) return src;
+    if (key >= t.ranges.any.hi || lane >= kKvRowsPerWarp) return src;
     if (k.paged) {
       const uint32_t page = k.page_div.div(uint32_t(key));
-      src.unit = t.pages[page];
+      src.unit = t.g.pages[page];
       src.slot = key - int(page * k.page_div.divisor);
     } else {
       src.unit = t.b;
-      src.slot = t.kv_base + key;
+      src.slot = t.g.kv_base + key;
     }
     return src;
   }
@@ -164,7 +149,7 @@ struct Producer {
   // arrives on `full` expecting the slice's bytes, the other lanes plainly, so the barrier
   // still counts one arrival per producer thread and also waits for the bytes. Lane j < boxes
   // x column blocks issues box j / kColBlocks's column block j % kColBlocks.
-  __device__ __forceinline__ bool load_slice_tma(int kv_head, const KvRowSource& src,
+  __device__ __forceinline__ bool load_slice_tma(const MTile& t, const KvRowSource& src,
                                                  const KvTmaMap& m, uint32_t full,
                                                  uint32_t tile) const {
     const int box_rows = a.kv_tma.box_rows;
@@ -183,8 +168,8 @@ struct Producer {
     if (box * box_rows < kKvRowsPerWarp) {
       const int row = warp * kKvRowsPerWarp + box * box_rows;
       const uint32_t dst = tile + uint32_t((col_block * kBlockN + row) * kSwizzleRowBytes);
-      const int c1 = m.token_dim == 1 ? token : kv_head;
-      const int c2 = m.token_dim == 1 ? kv_head : token;
+      const int c1 = m.token_dim == 1 ? token : t.kv_head;
+      const int c2 = m.token_dim == 1 ? t.kv_head : token;
       sm90::tma_load_3d(dst, &m.map, full, col_block * (kSwizzleRowBytes / Cfg::kElemBytes), c1,
                         c2);
     }
@@ -194,7 +179,7 @@ struct Producer {
   // One K or V tile into its ring's next stage (`tile`, its shared address): wait until the
   // stage is free, copy, mark it full. `pages` and the strides: k.p.k or k.p.v and theirs.
   template <int kStages>
-  __device__ __forceinline__ void load_kv(int kv_head, const KvRowSource& src,
+  __device__ __forceinline__ void load_kv(const MTile& t, const KvRowSource& src,
                                           Ring<kStages>& ring, uint32_t full, uint32_t empty,
                                           uint32_t tile, const void* pages, int64_t stride_unit,
                                           int64_t stride_token, int64_t stride_head,
@@ -202,8 +187,8 @@ struct Producer {
     ring.wait_empty(empty);
     if (a.ablate & 2) {
       sm90::mbarrier_arrive(ring.bar(full));
-    } else if (!load_slice_tma(kv_head, src, map, ring.bar(full), tile)) {
-      const int64_t off = src.offset(stride_unit, stride_token, int64_t(kv_head) * stride_head);
+    } else if (!load_slice_tma(t, src, map, ring.bar(full), tile)) {
+      const int64_t off = src.offset(stride_unit, stride_token, int64_t(t.kv_head) * stride_head);
       const T* base = static_cast<const T*>(pages);
       copy_warp_rows<T, kHeadDim, kKvRowsPerWarp>(tile, kBlockN, warp * kKvRowsPerWarp,
                                                   row_address(base, off),
@@ -212,16 +197,16 @@ struct Producer {
     }
     ring.advance();
   }
-  __device__ __forceinline__ void load_k(int kv_head, const KvRowSource& src,
+  __device__ __forceinline__ void load_k(const MTile& t, const KvRowSource& src,
                                          Ring<Cfg::kKStages>& ring) const {
     const prefill_tc::KernelArgs& k = a.k;
-    load_kv(kv_head, src, ring, s.k_full, s.k_empty, s.k_tile(ring.stage), k.p.k, k.p.k_stride_unit,
+    load_kv(t, src, ring, s.k_full, s.k_empty, s.k_tile(ring.stage), k.p.k, k.p.k_stride_unit,
             k.p.k_stride_token, k.p.k_stride_head, a.kv_tma.k);
   }
-  __device__ __forceinline__ void load_v(int kv_head, const KvRowSource& src,
+  __device__ __forceinline__ void load_v(const MTile& t, const KvRowSource& src,
                                          Ring<Cfg::kVStages>& ring) const {
     const prefill_tc::KernelArgs& k = a.k;
-    load_kv(kv_head, src, ring, s.v_full, s.v_empty, s.v_tile(ring.stage), k.p.v, k.p.v_stride_unit,
+    load_kv(t, src, ring, s.v_full, s.v_empty, s.v_tile(ring.stage), k.p.v, k.p.v_stride_unit,
             k.p.v_stride_token, k.p.v_stride_head, a.kv_tma.v);
   }
 
@@ -244,85 +229,39 @@ struct Producer {
     signal_full(full);
   }
 
-  // The block's next M tile that names rows (vt: the last one taken) into the Q ring's next
-  // stage (once the consumers freed it), its slot published; w: what its K/V loads need.
-  // False at the end.
-  template <class QRing>
-  __device__ __forceinline__ bool issue_next_q(const Schedule& sched, int64_t& vt, QRing& q_ring,
-                                               KvWalk& w) const {
-    MTile t;
-    do {
-      if (!next_tile(sched, vt)) return false;
-    } while (!resolve_m_tile<kBlockN>(a, sched, vt, t));
-    const bool empty = t.n_end <= t.n_begin;
-    q_ring.wait_empty(s.q_empty);
-    if (!empty) load_q(t, s.q_tile(q_ring.stage));
-    publish(t, empty ? TileSlot::kEmpty : TileSlot::kRun, q_ring);
-    q_ring.advance();
-    w = KvWalk(t);
-    return true;
-  }
-
   // The whole schedule of this block. Every M tile goes through a Q stage (a tile no row of
   // which sees a key with its slot only, no copies); then one kDone slot ends the consumers'
   // loop. K/V tiles go last to first (the consumers' order: the partial and diagonal tiles
   // come first), V one tile behind K: the consumers issue S = Q K_n^T before
   // O += P V_{n+1}. V_{n+1} is issued before K_n: its stage frees (after P V_{n+1}) no later
   // than the consumers need K_n, and where V has one stage more than K, earlier.
-  //
-  // The next tile's Q goes out after this tile's second K/V step (kEarlyNextQ), not after its
-  // last V: its stage is the one the consumers free in the previous tile's epilogue, early in
-  // this tile, and issued last it landed after the consumers wanted it (ncu: the wait for
-  // the next Q was ~10% of the math warps' time on 64 rows of 512 tokens, bench/NOTES.md
-  // session 14). With one Q stage the stage frees only after this tile's last S GEMM, so the
-  // Q must follow every K of the tile.
-  static constexpr bool kEarlyNextQ = Cfg::kQStages >= 2;
-
   __device__ __forceinline__ void run() const {
     Ring<Cfg::kQStages> q_ring;
     Ring<Cfg::kKStages> k_ring;
     Ring<Cfg::kVStages> v_ring;
-    // The schedule's sizes live in shared memory, read where a tile is resolved: with the
-    // next tile resolved while this tile's K/V are still being issued, ten more registers
-    // made the producer spill. One thread writes them; the load warpgroup syncs once.
-    {
-      const Schedule computed = schedule(a, lane);
-      if (threadIdx.x == 0) *reinterpret_cast<Schedule*>(s.schedule) = computed;
-      sm90::named_sync(kProducerBarrier, kProducerThreads);
-    }
-    const Schedule& sched = *reinterpret_cast<const Schedule*>(s.schedule);
-    int64_t vt = -1;
-    // The tile whose Q went out last; at first none (nothing to load), so the first pass
-    // only issues the first tile's Q. One call site of issue_next_q: each inlined copy of the
-    // tile resolution costs the producer registers.
-    KvWalk next_w;
-    for (bool have = true; have;) {
-      const KvWalk w = next_w;
-      const bool loads = w.n_end > w.n_begin;
-      KvRowSource cur, next;
-      if (loads) {
-        cur = lookup(w, w.n_end - 1);
-        if (w.n_end - 1 > w.n_begin) next = lookup(w, w.n_end - 2);
-        load_k(w.kv_head, cur, k_ring);
+    const Schedule sched = schedule(a, lane);
+    for (int64_t vt = -1; next_tile(sched, vt);) {
+      MTile t;
+      if (!resolve_m_tile<kBlockN>(a, sched, vt, t)) continue;
+      const bool empty = t.n_end <= t.n_begin;
+      q_ring.wait_empty(s.q_empty);
+      if (!empty) load_q(t, s.q_tile(q_ring.stage));
+      publish(t, empty ? TileSlot::kEmpty : TileSlot::kRun, q_ring);
+      q_ring.advance();
+      if (empty) continue;
+
+      int n = t.n_end - 1;
+      KvRowSource cur = lookup(t, n);
+      KvRowSource next = n > t.n_begin ? lookup(t, n - 1) : KvRowSource{};
+      load_k(t, cur, k_ring);
+      for (--n; n >= t.n_begin; --n) {
+        const KvRowSource prev = cur;
+        cur = next;
+        if (n > t.n_begin) next = lookup(t, n - 1);
+        load_v(t, prev, v_ring);
+        load_k(t, cur, k_ring);
       }
-      // Step n loads V_{n+1} and K_n; the step past n_begin loads the last V. The next tile's
-      // Q goes out after the first step (kEarlyNextQ), or after the tile's last V.
-      for (int n = w.n_end - 2;; --n) {
-        if (loads) {
-          if (n >= w.n_begin) {
-            const KvRowSource prev = cur;
-            cur = next;
-            if (n > w.n_begin) next = lookup(w, n - 1);
-            load_v(w.kv_head, prev, v_ring);
-            load_k(w.kv_head, cur, k_ring);
-          } else {
-            load_v(w.kv_head, cur, v_ring);
-          }
-        }
-        if ((kEarlyNextQ ? n == w.n_end - 2 : n < w.n_begin) || !loads)
-          have = issue_next_q(sched, vt, q_ring, next_w);
-        if (!loads || n < w.n_begin) break;
-      }
+      load_v(t, cur, v_ring);
     }
     q_ring.wait_empty(s.q_empty);
     publish(MTile{}, TileSlot::kDone, q_ring);

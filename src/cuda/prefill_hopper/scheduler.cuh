@@ -140,7 +140,6 @@ struct Schedule {
   int64_t steps = 0;
   int64_t tail_units = 0;  // subtile slowest: the first unit that has the last subtile
 };
-static_assert(sizeof(Schedule) <= kScheduleBytes);
 
 // Whether a causal schedule is folded: only when each block gets two virtual tiles (the host
 // decides its L2 bands by the same rule, prefill_hopper.cu).

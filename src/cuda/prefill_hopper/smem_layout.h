@@ -26,7 +26,6 @@ constexpr int kSwizzleRowBytes = 128;  // one 128B-swizzle row: 64 16-bit elemen
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleRowBytes;  // the 8-row pattern that repeats
 constexpr int kChunkBytes = 16;
 constexpr int kTileSlotBytes = 128;  // shared-memory room for one TileSlot (scheduler.cuh)
-constexpr int kScheduleBytes = 64;   // room for the producer's Schedule (scheduler.cuh)
 constexpr int kMTileRows = 128;      // query rows of an M tile: two consumer warpgroups x 64
 constexpr int kWarpgroupRows = 64;   // wgmma M: one consumer warpgroup's rows of an M tile
 constexpr int kProducerWarps = 4;    // the load warpgroup; each warp copies a quarter of a tile
@@ -108,9 +107,7 @@ struct TileConfig {
   // after the consumers released tile i + 1's Q, which they do after tile i's epilogue.
   static constexpr int kTileSlots = kQStages > 2 ? kQStages : 2;
   static constexpr int kTileSlotOffset = kBarrierOffset + kNumBarriers * 8;
-  // The producer's schedule sizes (Producer::run: in registers they made it spill).
-  static constexpr int kScheduleOffset = kTileSlotOffset + kTileSlots * kTileSlotBytes;
-  static constexpr int kSmemBytes = kScheduleOffset + kScheduleBytes;
+  static constexpr int kSmemBytes = kTileSlotOffset + kTileSlots * kTileSlotBytes;
   // The dynamic shared-memory base is only 16-byte aligned by contract: ask for one atom more
   // and round up at run time.
   static constexpr int kSmemLaunchBytes = kSmemBytes + kSwizzleAtomBytes;
