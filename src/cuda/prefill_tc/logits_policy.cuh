@@ -81,11 +81,26 @@ struct RowPolicy {
     }
   }
 
-  // Raw dot products of keys [key0, key0 + 8 * kKeyTiles) -> log2-domain logits with every
-  // transform and mask applied.
+  // Raw dot products of keys [key0, key0 + 8 * kKeyTiles) -> log2-domain logits times
+  // 1 / (the returned multiplier), with every transform and mask applied. Without a soft cap
+  // or an explicit mask only the keys a row does not see change (to -inf) and the scale goes
+  // into the softmax's exp2 FMA, as on interior tiles: the general loop below branches per
+  // logit on the cap and the mask, which made causal diagonal tiles of the Hopper kernel's
+  // copy of it ~17 instructions per logit (bench/NOTES.md, session 14).
   template <int kKeyTiles>
-  __device__ __forceinline__ void transform(float (&s)[kKeyTiles][4], const KernelArgs& a,
-                                            int key0, int lane) const {
+  __device__ __forceinline__ float transform(float (&s)[kKeyTiles][4], const KernelArgs& a,
+                                             int key0, int lane) const {
+    if (!a.has_cap && !a.has_mask) {
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + nt * 8 + acc_col(lane, e);
+          const KeyRange r = keys[e >> 1];
+          if (!(key >= r.lo && key < r.hi)) s[nt][e] = kNegInf;
+        }
+      return a.scale_log2;
+    }
     const float scale = a.p.scale;
 #pragma unroll
     for (int nt = 0; nt < kKeyTiles; ++nt) {
@@ -102,6 +117,7 @@ struct RowPolicy {
         s[nt][e] = visible ? x * kLog2e : kNegInf;
       }
     }
+    return 1.0f;
   }
 };
 

@@ -104,10 +104,7 @@ struct PrefillTcBlock {
       const int key0 = kv_begin + j * kBlockN;
       const bool interior = !a.has_mask && key0 >= ranges.all.lo && key0 + kBlockN <= ranges.all.hi;
       float mul = a.scale_log2;
-      if (!interior || a.has_cap) {
-        policy.transform<Cfg::kKeyTiles>(s, a, key0, lane);
-        mul = 1.0f;
-      }
+      if (!interior || a.has_cap) mul = policy.transform<Cfg::kKeyTiles>(s, a, key0, lane);
       softmax.update(s, mul, o);
       uint32_t pf[Cfg::kKeySteps][4];
       pack_p<T, Cfg>(pf, s);
