@@ -41,7 +41,8 @@ struct RowKeys {
 // Keys [key0, key0 + 8 * kKeyTiles) outside each row's visible range -> -inf; returns the
 // multiplier the softmax applies (see RowSoftmax::update). Without a soft cap the raw dot
 // products stay and the scale is folded into the exp2 FMA, as on interior tiles, so a
-// boundary tile costs one select per element. The soft cap's tanh is a loop of its own: as
+// boundary tile costs two compares and a select per element. The soft cap's tanh is a loop
+// of its own: as
 // a branch per element it made every diagonal tile's code ~17 instructions per element and
 // its fetch missed the instruction cache (ncu, bench/NOTES.md session 14).
 template <int kKeyTiles>

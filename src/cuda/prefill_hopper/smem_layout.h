@@ -38,14 +38,6 @@ constexpr int kv_tile_rows(int head_dim) { return head_dim == 256 ? 64 : 128; }
 // K/V rows each producer warp copies of a tile.
 constexpr int kv_slice_rows(int head_dim) { return kv_tile_rows(head_dim) / kProducerWarps; }
 
-// Ring depths per head_dim (macros so an experiment can build other depths without editing).
-#ifndef FLASHPAGE_HOPPER_Q_STAGES
-#define FLASHPAGE_HOPPER_Q_STAGES(d) ((d) == 256 ? 1 : (d) == 64 ? 3 : 2)
-#endif
-#ifndef FLASHPAGE_HOPPER_V_STAGES
-#define FLASHPAGE_HOPPER_V_STAGES(d) ((d) == 64 ? 4 : (d) == 128 ? 3 : 2)
-#endif
-
 template <int kHeadDim>
 struct TileConfig {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
@@ -57,7 +49,7 @@ struct TileConfig {
   // only when P V of its tile completes, half an iteration after K's S GEMM does, and with two
   // V stages the consumers waited on V (ncu stall sampling, bench/NOTES.md).
   static constexpr int kKStages = kHeadDim == 64 ? 3 : 2;
-  static constexpr int kVStages = FLASHPAGE_HOPPER_V_STAGES(kHeadDim);
+  static constexpr int kVStages = kHeadDim == 64 ? 4 : kHeadDim == 128 ? 3 : 2;
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);  // + the load warpgroup
   static constexpr int kWarpgroupRows = prefill_hopper::kWarpgroupRows;
@@ -79,10 +71,12 @@ struct TileConfig {
   // i + 1's Q can load only once tile i - 1's epilogue freed its stage, which comes during
   // tile i's first K/V step: a tile of one or two K/V tiles (causal short rows) then waited
   // for its successor's Q at every boundary (ncu, bench/NOTES.md session 14). A third stage
-  // frees a tile earlier; head_dim 64 has the room.
-  static constexpr int kQStages = FLASHPAGE_HOPPER_Q_STAGES(kHeadDim);
-  // With two Q stages the epilogue stages O in the tile's own Q stage (each warpgroup in its
-  // own rows, epilogue.cuh) and releases the stage after it: no separate O buffer. With one,
+  // frees a tile earlier; head_dim 64 has the room (head_dim 128 has it only at the cost of
+  // a V stage, which measured slower).
+  static constexpr int kQStages = kHeadDim == 256 ? 1 : kHeadDim == 64 ? 3 : 2;
+  // With two or more Q stages the epilogue stages O in the tile's own Q stage (each
+  // warpgroup in its own rows, epilogue.cuh) and releases the stage after it: no separate O
+  // buffer. With one,
   // the consumers release the stage as soon as the tile's last S GEMM has read it, so the
   // next tile's Q loads during the last softmax, P V and epilogue, and the epilogue stores O
   // through a buffer of its own (consumer_mainloop.cuh, kEarlyQRelease): 8 rows per math warp
@@ -105,7 +99,7 @@ struct TileConfig {
   // Q stages tile i's slot is its Q stage's; with one there are two, and tile i's slot
   // outlives the early release of its Q stage: the producer writes tile i + 2's slot only
   // after the consumers released tile i + 1's Q, which they do after tile i's epilogue.
-  static constexpr int kTileSlots = kQStages > 2 ? kQStages : 2;
+  static constexpr int kTileSlots = kQStages == 1 ? 2 : kQStages;
   static constexpr int kTileSlotOffset = kBarrierOffset + kNumBarriers * 8;
   static constexpr int kSmemBytes = kTileSlotOffset + kTileSlots * kTileSlotBytes;
   // The dynamic shared-memory base is only 16-byte aligned by contract: ask for one atom more
