@@ -148,7 +148,8 @@ TEST(Decode, CudaFixedCases) {
 TEST(Decode, CudaPageSizes) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
-  for (int64_t ps : {1, 3, 16, 64, 128, 256})
+  // Multiples of 8 take TMA boxes on sm_90 (8, 24: boxes that end inside or at a page's end).
+  for (int64_t ps : {1, 3, 8, 16, 24, 64, 128, 256})
     for (KvLayout layout : {KvLayout::NHD, KvLayout::HND})
       FP_CASE(run_decode(rng, {{0, 1, ps, ps + 1, 700}, ps, 8, 2, 128, layout, DType::bf16}, cuda0()));
 }
@@ -187,8 +188,13 @@ TEST(Decode, CudaHeadBlocks) {
   FP_CASE(run_decode(rng, {many, 16, 32, 8, 128, KvLayout::NHD, DType::bf16}, cuda0()));
   // Head dims without a tensor-core tile run on the generic kernel (whole rows).
   FP_CASE(run_decode(rng, {{0, 5, 300}, 16, 8, 2, 96, KvLayout::NHD, DType::bf16}, cuda0()));
-  // Window and soft cap on the streamed path.
+  // Window and soft cap on the streamed path: per-token copies (page 1), and TMA boxes whose
+  // first box starts before the window (pages of 16 and 8).
   FP_CASE(run_decode(rng, {{5000, 70, 0}, 1, 32, 8, 128, KvLayout::NHD, DType::bf16, 700, 20.0f},
+                     cuda0(), Workspace::kDefaultBytes));
+  FP_CASE(run_decode(rng, {{5000, 70, 0, 3001}, 16, 32, 8, 128, KvLayout::NHD, DType::bf16, 701},
+                     cuda0(), Workspace::kDefaultBytes));
+  FP_CASE(run_decode(rng, {{4099, 70, 9}, 8, 16, 4, 256, KvLayout::HND, DType::f16, 333, 30.0f},
                      cuda0(), Workspace::kDefaultBytes));
 }
 

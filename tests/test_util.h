@@ -172,6 +172,37 @@ inline PageTable random_table(Rng& rng, const std::vector<int64_t>& lengths, int
   return PageTable{host_ints(indptr), host_ints(indices), host_ints(last)};
 }
 
+// Pages of random values where a row has a token and NaN everywhere else (a pool's slots
+// past a row's end and its unused pages hold whatever was there before): a kernel that lets
+// a slot it should not read reach its output shows up as NaN.
+inline Tensor random_pages(Rng& rng, const Shape& shape, const PageTable& table, KvLayout layout,
+                           DType dtype, Device device) {
+  Tensor h = Tensor::empty(shape, DType::f32);
+  float* p = h.data_as<float>();
+  const int64_t page_size = layout == KvLayout::NHD ? shape[1] : shape[2];
+  const int64_t hkv = layout == KvLayout::NHD ? shape[2] : shape[1], d = shape[3];
+  std::vector<char> used(size_t(shape[0] * page_size), 0);  // (page, slot) holds a token
+  const int32_t* indptr = table.indptr.data_as<int32_t>();
+  const int32_t* indices = table.indices.data_as<int32_t>();
+  const int32_t* last = table.last_page_len.data_as<int32_t>();
+  const int64_t rows = table.indptr.size(0) - 1;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int32_t i = indptr[r]; i < indptr[r + 1]; ++i) {
+      const int64_t slots = i + 1 == indptr[r + 1] ? last[r] : page_size;
+      for (int64_t t = 0; t < slots; ++t) used[size_t(indices[i] * page_size + t)] = 1;
+    }
+  for (int64_t pg = 0; pg < shape[0]; ++pg)
+    for (int64_t t = 0; t < page_size; ++t)
+      for (int64_t hd = 0; hd < hkv; ++hd) {
+        const int64_t row = layout == KvLayout::NHD ? (pg * page_size + t) * hkv + hd
+                                                    : (pg * hkv + hd) * page_size + t;
+        const bool live = used[size_t(pg * page_size + t)] != 0;
+        for (int64_t e = 0; e < d; ++e)
+          p[row * d + e] = live ? float(rng.uniform(-1.0, 1.0)) : std::nanf("");
+      }
+  return h.to(dtype).to(device);
+}
+
 inline int64_t pages_needed(const std::vector<int64_t>& lengths, int64_t page_size) {
   int64_t n = 0;
   for (int64_t len : lengths) n += (len + page_size - 1) / page_size;
@@ -186,8 +217,8 @@ inline PagedCase random_paged(Rng& rng, const std::vector<int64_t>& lengths, int
   c.lengths = lengths;
   c.host_table = random_table(rng, lengths, page_size, num_pages);
   const Shape shape = page_shape(num_pages, page_size, hkv, d, layout);
-  c.kv.k_pages = random_tensor(rng, shape, dtype, device);
-  c.kv.v_pages = random_tensor(rng, shape, dtype, device);
+  c.kv.k_pages = random_pages(rng, shape, c.host_table, layout, dtype, device);
+  c.kv.v_pages = random_pages(rng, shape, c.host_table, layout, dtype, device);
   c.kv.layout = layout;
   c.kv.table = c.host_table.to(device);
   return c;

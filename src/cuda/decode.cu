@@ -16,6 +16,7 @@
 #include "cuda/kernel_attributes.h"
 #include "cuda/ptx_sm90.cuh"
 #include "cuda/softmax_state.cuh"
+#include "cuda/tensor_map.h"
 #include "ops/decode_kernel_choice.h"
 #include "ops/decode_tiling.h"
 
@@ -184,11 +185,13 @@ void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, in
 // FLASHPAGE_DECODE_STAGES=N caps the streamed kernel's ring depth (>= 2),
 // FLASHPAGE_DECODE_L2_HINT=0 drops its L2 evict-first hint on K/V copies,
 // FLASHPAGE_DECODE_ABLATE=bits leaves stages out to time the rest (StreamDecodeArgs::ablate;
-// the results are wrong: benchmarks only).
+// the results are wrong: benchmarks only), FLASHPAGE_DECODE_TMA=0 keeps K/V on per-token bulk
+// copies where TMA boxes apply, =1 makes a refused tensor map an error (for A/B runs).
 struct StreamKnobs {
   int max_stages = 0;  // 0: as many as fit
   bool l2_hint = true;
   int ablate = 0;
+  int tma = -1;  // -1: where it applies, 0: never, 1: required where the page size allows
 };
 const StreamKnobs& stream_knobs() {
   static const StreamKnobs knobs = [] {
@@ -196,6 +199,7 @@ const StreamKnobs& stream_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_DECODE_STAGES")) k.max_stages = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_DECODE_L2_HINT")) k.l2_hint = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_DECODE_ABLATE")) k.ablate = std::atoi(v);
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_TMA")) k.tma = std::atoi(v) != 0 ? 1 : 0;
     return k;
   }();
   return knobs;
@@ -209,6 +213,23 @@ bool stream_layout_ok(const DecodeArgs& a) {
          a.q_stride_batch % 8 == 0 && a.q_stride_head % 8 == 0 && a.out_stride_batch % 2 == 0 &&
          a.out_stride_head % 2 == 0 && a.pages.stride_page % 8 == 0 &&
          a.pages.stride_token % 8 == 0 && a.pages.stride_head % 8 == 0;
+}
+
+// The streamed kernel's K/V tensor maps (decode_args.h): pages of a multiple of 8 tokens whose
+// strides TMA can express. False (and kv_tma stays off) where they do not apply.
+bool make_stream_kv_maps(StreamDecodeArgs& sa, const PagedKv& kv, int head_dim) {
+  using Tiling = StreamDecodeTiling;
+  const PageTableView& pt = sa.d.pages;
+  if (pt.page_size % Tiling::kTmaBoxTokens != 0 || head_dim % 64 != 0) return false;
+  const int64_t elem = Tiling::kElemBytes;
+  const uint64_t dims[5] = {64, uint64_t(pt.page_size), uint64_t(head_dim / 64),
+                            uint64_t(sa.d.num_kv_heads), uint64_t(kv.k_pages.size(0))};
+  const uint64_t strides[4] = {uint64_t(pt.stride_token * elem), 64 * uint64_t(elem),
+                               uint64_t(pt.stride_head * elem), uint64_t(pt.stride_page * elem)};
+  const uint32_t box[5] = {64, uint32_t(Tiling::kTmaBoxTokens), uint32_t(head_dim / 64),
+                           uint32_t(sa.heads_per_block), 1};
+  return encode_tensor_map_16bit_swizzle128(sa.k_map, sa.d.k_pages, dims, strides, box) &&
+         encode_tensor_map_16bit_swizzle128(sa.v_map, sa.d.v_pages, dims, strides, box);
 }
 
 // f32 pages: the generic kernel, one warp per (row, head), whole rows (no split needed).
@@ -286,11 +307,21 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     sa.heads_per_block = heads;
     sa.query_groups = StreamDecodeTiling::query_groups(args.group_size);
     const int d = int(plan.head_dim);
-    sa.stages = StreamDecodeTiling::stages(heads, d, args.group_size);
+    if (stream_knobs().tma != 0) {
+      sa.kv_tma = make_stream_kv_maps(sa, kv, d);
+      check::require(sa.kv_tma || stream_knobs().tma != 1 ||
+                         kv.page_size() % StreamDecodeTiling::kTmaBoxTokens != 0,
+                     "batch_decode: FLASHPAGE_DECODE_TMA=1 but the driver refused the K/V "
+                     "tensor maps (page_size ", kv.page_size(), ", head_dim ", d, ")");
+    }
+    sa.stages = sa.kv_tma ? StreamDecodeTiling::tma_stages(heads, d, args.group_size)
+                          : StreamDecodeTiling::stages(heads, d, args.group_size);
     if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);
-    sa.smem_bytes = StreamDecodeTiling::kBarrierBytes +
-                    StreamDecodeTiling::query_bytes(heads, d, args.group_size) +
-                    sa.stages * StreamDecodeTiling::stage_bytes(heads, d);
+    sa.smem_bytes =
+        sa.kv_tma ? StreamDecodeTiling::tma_smem_bytes(heads, d, args.group_size, sa.stages)
+                  : StreamDecodeTiling::kBarrierBytes +
+                        StreamDecodeTiling::query_bytes(heads, d, args.group_size) +
+                        sa.stages * StreamDecodeTiling::stage_bytes(heads, d);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;

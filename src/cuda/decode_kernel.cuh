@@ -109,7 +109,8 @@ struct DecodeBlock {
         ptx::smem_addr(q_smem + (lane & 15) * Cfg::kRowBytes + (lane >> 4) * Cfg::kVecBytes);
     st.attend16(
         a, [&](int ks, uint32_t(&qa)[4]) { ptx::ldmatrix_x4(qa, q_addr + ks * 2 * Cfg::kVecBytes); },
-        ptx::smem_addr(k_tile), ptx::smem_addr(v_tile), Cfg::kRowBytes, warp_token0, hi, lane);
+        PaddedKvRows(ptx::smem_addr(k_tile), ptx::smem_addr(v_tile), Cfg::kRowBytes, lane),
+        warp_token0, warp_token0, hi, lane);
   }
 
   // Merges the warps' states and writes the final output or the partial of `slot`.

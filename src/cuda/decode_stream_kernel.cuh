@@ -5,10 +5,15 @@
 //
 // Warp roles. The last warp is the producer: for each sub-unit (item x KV-head block x
 // query-head group) it bulk-copies the query rows into the query slot, then streams the
-// item's K/V tokens into a ring of shared-memory stages: one bulk copy per token of K and of
-// V covering all the block's KV heads (their rows are adjacent in NHD pages; HND pages take
-// one copy per head), each token's page looked up on its own, so every page size costs the
-// same. Copies complete on the stage's "full" mbarrier; consumers release the stage on its
+// item's K/V tokens into a ring of shared-memory stages, in one of two ways:
+//  - pages of a multiple of 8 tokens (args.kv_tma): one TMA box per 8 tokens of K and of V
+//    covering all the block's KV heads, into 128-byte-swizzled stages (rows 128 B-aligned,
+//    conflict-free ldmatrix); a sub-unit's stages start on an 8-token boundary and the
+//    consumers mask the keys before its range;
+//  - any other page size: one bulk copy per token of K and of V covering the block's KV heads
+//    (their rows are adjacent in NHD pages; HND pages take one copy per head) into rows
+//    padded by 16 B, each token's page looked up on its own.
+// Copies complete on the stage's "full" mbarrier; consumers release the stage on its
 // "empty" mbarrier. The producer never waits for the consumers' epilogues: the next item's
 // tokens are already in flight while they finish the last one.
 //
@@ -50,11 +55,13 @@ struct StreamDecodeBlock {
   const StreamDecodeArgs& a;
   uint32_t bars;       // full[stages], empty[stages], q_full, q_empty (8 bytes each)
   uint32_t q_slot;     // [heads][query_rows][kQueryRowBytes]
-  uint32_t stage0;     // stages of [K tokens][row bytes] then [V tokens][row bytes]
+  uint32_t stage0;     // stages of K then V (padded token rows, or TMA boxes)
+  uint8_t* smem_base;  // the generic address of `bars`
   int lane, warp;
 
   // Per-block constants.
   int heads, row_bytes, stage_tokens, stage_bytes, query_rows, sub_units;
+  int box_bytes;  // TMA: one box of 8 tokens x heads x D
 
   __device__ __forceinline__ StreamDecodeBlock(const StreamDecodeArgs& args, uint8_t* smem)
       : a(args) {
@@ -63,12 +70,24 @@ struct StreamDecodeBlock {
     heads = a.heads_per_block;
     row_bytes = Tiling::token_row_bytes(heads, kHeadDim);
     stage_tokens = Tiling::kSliceTokens * (kConsumerWarps / heads);
-    stage_bytes = 2 * stage_tokens * row_bytes;
+    box_bytes = Tiling::tma_box_bytes(heads, kHeadDim);
+    stage_bytes = a.kv_tma ? Tiling::tma_stage_bytes(heads, kHeadDim) : 2 * stage_tokens * row_bytes;
     query_rows = Tiling::query_rows(a.d.group_size);
     sub_units = (a.d.num_kv_heads / heads) * a.query_groups;
     bars = ptx::smem_addr(smem);
+    smem_base = smem;
     q_slot = bars + Tiling::kBarrierBytes;
     stage0 = q_slot + uint32_t(Tiling::query_bytes(heads, kHeadDim, a.d.group_size));
+    if (a.kv_tma) {
+      constexpr uint32_t kAtom = Tiling::kSwizzleAtomBytes;
+      stage0 = (stage0 + kAtom - 1) & ~(kAtom - 1);
+    }
+  }
+  __device__ __forceinline__ uint32_t k_stage(int s) const {
+    return stage0 + uint32_t(s * stage_bytes);
+  }
+  __device__ __forceinline__ uint32_t v_stage(int s) const {
+    return k_stage(s) + uint32_t(stage_bytes / 2);
   }
 
   __device__ __forceinline__ uint32_t full_bar(int s) const { return bars + 8u * uint32_t(s); }
@@ -84,6 +103,7 @@ struct StreamDecodeBlock {
   // sequences agree without talking to each other.
   struct SubUnit {
     int row, lo, hi, slot;
+    int start;      // first token of the first stage: lo, or lo rounded down to a TMA box
     int kv_head0;   // first KV head of the block
     int q_offset;   // query head of (KV head kv_head0, row 0) minus kv_head0 * group
     int rows;       // valid query rows per KV head (<= 16)
@@ -102,6 +122,7 @@ struct StreamDecodeBlock {
     s.kv_head0 = head_block * heads;
     s.q_offset = query_group * Tiling::kRowsPerWarp;
     s.rows = min(Tiling::kRowsPerWarp, a.d.group_size - s.q_offset);
+    s.start = a.kv_tma && s.lo < s.hi ? s.lo & ~(Tiling::kTmaBoxTokens - 1) : s.lo;
     return s;
   }
 
@@ -142,6 +163,85 @@ struct StreamDecodeBlock {
     return p;
   }
 
+  // One stage of padded token rows: a bulk copy per token of K and of V.
+  __device__ __forceinline__ void produce_rows(const SubUnit& su, int tile_lo,
+                                               const int32_t* row_pages, int stage,
+                                               uint32_t phase, uint64_t policy, const uint8_t* k,
+                                               const uint8_t* v) const {
+    const PageTableView& pt = a.d.pages;
+    const int n = min(stage_tokens, su.hi - tile_lo);
+    // This lane's tokens (lane, lane + 32) and their pages, looked up before the wait for a
+    // free stage, so the page-table loads' latency hides behind it.
+    int64_t off[kTokensPerLane];
+#pragma unroll
+    for (int i = 0; i < kTokensPerLane; ++i) {
+      const int t = lane + 32 * i;
+      off[i] = -1;
+      if (t < n) {
+        uint32_t page_index, in_page;
+        pt.page_divisor.divmod(uint32_t(tile_lo + t), page_index, in_page);
+        off[i] = (int64_t(row_pages[page_index]) * pt.stride_page +
+                  int64_t(in_page) * pt.stride_token + int64_t(su.kv_head0) * pt.stride_head) *
+                 2;
+      }
+    }
+    ptx::mbarrier_wait(empty_bar(stage), phase ^ 1u);
+    if (lane == 0)
+      ptx::mbarrier_arrive_expect_tx(full_bar(stage), uint32_t(2 * n * heads * kHeadBytes));
+    __syncwarp();
+    const uint32_t k_dst = k_stage(stage), v_dst = v_stage(stage);
+#pragma unroll
+    for (int i = 0; i < kTokensPerLane; ++i) {
+      if (off[i] < 0) continue;
+      const uint32_t at = uint32_t((lane + 32 * i) * row_bytes);
+      if (a.heads_contiguous) {
+        // NHD: the block's heads of one token are one run of heads * D elements.
+        copy(k_dst + at, k + off[i], uint32_t(heads * kHeadBytes), full_bar(stage), policy);
+        copy(v_dst + at, v + off[i], uint32_t(heads * kHeadBytes), full_bar(stage), policy);
+      } else {
+        // HND (or strided heads): one copy per head.
+        for (int h = 0; h < heads; ++h) {
+          const int64_t head_off = int64_t(h) * pt.stride_head * 2;
+          copy(k_dst + at + uint32_t(h * kHeadBytes), k + off[i] + head_off, kHeadBytes,
+               full_bar(stage), policy);
+          copy(v_dst + at + uint32_t(h * kHeadBytes), v + off[i] + head_off, kHeadBytes,
+               full_bar(stage), policy);
+        }
+      }
+    }
+  }
+
+  // One stage of TMA boxes: lane j loads tokens tile_lo + 8j .. + 7 of K and of V (one page
+  // each: tile_lo and the page size are multiples of 8). Boxes past the sub-unit's end are
+  // not loaded; rows past it inside the last box are whatever the page holds there, which
+  // the consumers mask (K) and overwrite with zeros (V) before use.
+  __device__ __forceinline__ void produce_boxes(const SubUnit& su, int tile_lo,
+                                                const int32_t* row_pages, int stage,
+                                                uint32_t phase, uint64_t policy) const {
+    const PageTableView& pt = a.d.pages;
+    const int first = tile_lo + Tiling::kTmaBoxTokens * lane;
+    const bool mine = lane < stage_tokens / Tiling::kTmaBoxTokens && first < su.hi;
+    int32_t page = 0;
+    uint32_t page_index = 0, in_page = 0;
+    if (mine) {
+      pt.page_divisor.divmod(uint32_t(first), page_index, in_page);
+      page = row_pages[page_index];
+    }
+    const int boxes = min(stage_tokens, su.hi - tile_lo + Tiling::kTmaBoxTokens - 1) /
+                      Tiling::kTmaBoxTokens;
+    ptx::mbarrier_wait(empty_bar(stage), phase ^ 1u);
+    if (lane == 0)
+      ptx::mbarrier_arrive_expect_tx(full_bar(stage), uint32_t(2 * boxes * box_bytes));
+    __syncwarp();
+    if (mine) {
+      const uint32_t at = uint32_t(lane * box_bytes);
+      ptx::tma_load_5d_hint(k_stage(stage) + at, &a.k_map, full_bar(stage), 0, int(in_page), 0,
+                            su.kv_head0, page, policy);
+      ptx::tma_load_5d_hint(v_stage(stage) + at, &a.v_map, full_bar(stage), 0, int(in_page), 0,
+                            su.kv_head0, page, policy);
+    }
+  }
+
   __device__ __forceinline__ void produce(const ProducerStart& start) {
     const uint64_t policy = ptx::l2_evict_first_policy();
     const uint8_t* q = static_cast<const uint8_t*>(a.d.q);
@@ -175,48 +275,11 @@ struct StreamDecodeBlock {
         }
         q_phase ^= 1u;
 
-        for (int tile_lo = su.lo; tile_lo < su.hi; tile_lo += stage_tokens) {
-          const int n = min(stage_tokens, su.hi - tile_lo);
-          // This lane's tokens (lane, lane + 32) and their pages, looked up before the wait
-          // for a free stage, so the page-table loads' latency hides behind it.
-          int64_t off[kTokensPerLane];
-#pragma unroll
-          for (int i = 0; i < kTokensPerLane; ++i) {
-            const int t = lane + 32 * i;
-            off[i] = -1;
-            if (t < n) {
-              uint32_t page_index, in_page;
-              pt.page_divisor.divmod(uint32_t(tile_lo + t), page_index, in_page);
-              off[i] = (int64_t(row_pages[page_index]) * pt.stride_page +
-                        int64_t(in_page) * pt.stride_token +
-                        int64_t(su.kv_head0) * pt.stride_head) * 2;
-            }
-          }
-          ptx::mbarrier_wait(empty_bar(stage), phase ^ 1u);
-          if (lane == 0)
-            ptx::mbarrier_arrive_expect_tx(full_bar(stage), uint32_t(2 * n * heads * kHeadBytes));
-          __syncwarp();
-          const uint32_t k_dst = stage0 + uint32_t(stage * stage_bytes);
-          const uint32_t v_dst = k_dst + uint32_t(stage_tokens * row_bytes);
-#pragma unroll
-          for (int i = 0; i < kTokensPerLane; ++i) {
-            if (off[i] < 0) continue;
-            const uint32_t at = uint32_t((lane + 32 * i) * row_bytes);
-            if (a.heads_contiguous) {
-              // NHD: the block's heads of one token are one run of heads * D elements.
-              copy(k_dst + at, k + off[i], uint32_t(heads * kHeadBytes), full_bar(stage), policy);
-              copy(v_dst + at, v + off[i], uint32_t(heads * kHeadBytes), full_bar(stage), policy);
-            } else {
-              // HND (or strided heads): one copy per head.
-              for (int h = 0; h < heads; ++h) {
-                const int64_t head_off = int64_t(h) * pt.stride_head * 2;
-                copy(k_dst + at + uint32_t(h * kHeadBytes), k + off[i] + head_off, kHeadBytes,
-                     full_bar(stage), policy);
-                copy(v_dst + at + uint32_t(h * kHeadBytes), v + off[i] + head_off, kHeadBytes,
-                     full_bar(stage), policy);
-              }
-            }
-          }
+        for (int tile_lo = su.start; tile_lo < su.hi; tile_lo += stage_tokens) {
+          if (a.kv_tma)
+            produce_boxes(su, tile_lo, row_pages, stage, phase, policy);
+          else
+            produce_rows(su, tile_lo, row_pages, stage, phase, policy, k, v);
           if (++stage == a.stages) {
             stage = 0;
             phase ^= 1u;
@@ -266,6 +329,24 @@ struct StreamDecodeBlock {
     }
   }
 
+  // TMA stages: the V rows of this warp's head and 16-token slice (at v_slice) from token
+  // `valid` on are overwritten with zeros, so that their P = 0 cannot meet NaN patterns of a
+  // page's unwritten slots in P.V. True when anything was written.
+  __device__ __forceinline__ bool zero_v_past_end(uint32_t v_slice, int head_local, int valid) {
+    if (valid >= Tiling::kSliceTokens) return false;
+    constexpr int kColBlocks = kHeadDim / 64;
+    constexpr int kChunksPerToken = kColBlocks * 8;
+    for (int p = lane; p < Tiling::kSliceTokens * kChunksPerToken; p += 32) {
+      const int t = p / kChunksPerToken, c = (p % kChunksPerToken) / 8, chunk = p % 8;
+      if (t < valid) continue;
+      const uint32_t at = v_slice + uint32_t((t / 8) * box_bytes) +
+                          uint32_t(((head_local * kColBlocks + c) * 8 + (t & 7)) * 128 + chunk * 16);
+      *reinterpret_cast<uint4*>(smem_base + (at - bars)) = make_uint4(0, 0, 0, 0);
+    }
+    __syncwarp();
+    return true;
+  }
+
   __device__ __forceinline__ void consume() {
     const int head_local = warp % heads, slice = warp / heads;
     int stage = 0;
@@ -291,21 +372,32 @@ struct StreamDecodeBlock {
         q_phase ^= 1u;
         st.init();
 
-        for (int tile_lo = su.lo; tile_lo < su.hi; tile_lo += stage_tokens) {
+        for (int tile_lo = su.start; tile_lo < su.hi; tile_lo += stage_tokens) {
           ptx::mbarrier_wait(full_bar(stage), phase);
           const int first = tile_lo + slice * Tiling::kSliceTokens;
+          bool zeroed = false;
           if (first < su.hi && (a.ablate & 1) == 0) {
-            const uint32_t k_base = stage0 + uint32_t(stage * stage_bytes) +
-                                    uint32_t(slice * Tiling::kSliceTokens * row_bytes +
-                                             head_local * kHeadBytes);
-            st.attend16(
-                a.d,
-                [&](int ks, uint32_t(&frag)[4]) {
+            const auto q_fragment = [&](int ks, uint32_t(&frag)[4]) {
 #pragma unroll
-                  for (int r = 0; r < 4; ++r) frag[r] = qa[ks][r];
-                },
-                k_base, k_base + uint32_t(stage_tokens * row_bytes), row_bytes, first, su.hi, lane);
+              for (int r = 0; r < 4; ++r) frag[r] = qa[ks][r];
+            };
+            if (a.kv_tma) {
+              const uint32_t at = uint32_t(slice * 2 * box_bytes);
+              zeroed = zero_v_past_end(v_stage(stage) + at, head_local, su.hi - first);
+              st.attend16(a.d, q_fragment,
+                          SwizzledKvBoxes<kHeadDim>(k_stage(stage) + at, v_stage(stage) + at,
+                                                    box_bytes, head_local, lane),
+                          su.lo, first, su.hi, lane);
+            } else {
+              const uint32_t at =
+                  uint32_t(slice * Tiling::kSliceTokens * row_bytes + head_local * kHeadBytes);
+              st.attend16(a.d, q_fragment,
+                          PaddedKvRows(k_stage(stage) + at, v_stage(stage) + at, row_bytes, lane),
+                          first, first, su.hi, lane);
+            }
           }
+          // The zeros were generic-proxy writes; the next TMA into the stage must follow them.
+          if (zeroed) ptx::fence_proxy_async_shared();
           __syncwarp();
           if (lane == 0) ptx::mbarrier_arrive(empty_bar(stage));
           if (++stage == a.stages) {
@@ -318,16 +410,17 @@ struct StreamDecodeBlock {
     }
   }
 
-  // Zeroes the V half of every stage once: tokens past an item's end are never copied, and
-  // their P = 0 must not meet NaN bit patterns in P.V (masked K rows are harmless: their
-  // logits are replaced by -inf). Then initialises the barriers.
+  // Padded rows: zeroes the V half of every stage once: tokens past an item's end are never
+  // copied, and their P = 0 must not meet NaN bit patterns in P.V (masked K rows are
+  // harmless: their logits are replaced by -inf). (TMA stages zero such rows per slice.)
+  // Then initialises the barriers.
   __device__ __forceinline__ void init(uint8_t* smem) {
-    const int v_bytes = stage_tokens * row_bytes;
-    const int first = int(stage0 - bars);
-    for (int s = 0; s < a.stages; ++s)
-      for (int at = int(threadIdx.x) * 16; at < v_bytes; at += kThreads * 16)
-        *reinterpret_cast<uint4*>(smem + first + s * stage_bytes + v_bytes + at) =
-            make_uint4(0, 0, 0, 0);
+    if (!a.kv_tma) {
+      const int v_bytes = stage_bytes / 2;
+      for (int s = 0; s < a.stages; ++s)
+        for (int at = int(threadIdx.x) * 16; at < v_bytes; at += kThreads * 16)
+          *reinterpret_cast<uint4*>(smem + (v_stage(s) - bars) + at) = make_uint4(0, 0, 0, 0);
+    }
     ptx::fence_proxy_async_shared();
     if (threadIdx.x == 0) {
       for (int s = 0; s < a.stages; ++s) {

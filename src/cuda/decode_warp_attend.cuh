@@ -1,7 +1,7 @@
 #pragma once
 // The per-warp math of both tensor-core decode kernels (decode_kernel.cuh, the sm_80+ split
-// kernel, and decode_stream_kernel.cuh, the sm_90 streamed one), on 16 K/V tokens that sit in
-// shared memory as rows of `row_bytes` (one 16-byte-padded row per token):
+// kernel, and decode_stream_kernel.cuh, the sm_90 streamed one), on 16 K/V tokens in shared
+// memory, laid out as one of the two layouts below:
 //   S[16 query heads x 16 tokens] = Q.K^T   (m16n8k16 MMAs, f32)
 //   online softmax per head row (log2 domain, exp2f)
 //   O[16 heads x D] += P.V                  (P rounded to T, f32 accumulators)
@@ -13,6 +13,45 @@
 #include "cuda/softmax_state.cuh"
 
 namespace flashpage::cuda {
+
+// Where this lane's ldmatrix rows sit. K: tokens (lane & 7) + 8 * (lane >> 4), 16-byte chunk
+// 2 * ks + ((lane >> 3) & 1) of the head's row; V (transposed loads): tokens (lane & 7) +
+// 8 * ((lane >> 3) & 1), chunk 2 * nd + (lane >> 4).
+
+// One row per token, `row_bytes` apart (padded by 16 B: 8 rows hit 32 banks).
+struct PaddedKvRows {
+  uint32_t k_lane, v_lane;
+  __device__ __forceinline__ PaddedKvRows(uint32_t k_base, uint32_t v_base, int row_bytes,
+                                          int lane)
+      : k_lane(k_base + uint32_t(((lane & 7) + (lane >> 4) * 8) * row_bytes + ((lane >> 3) & 1) * 16)),
+        v_lane(v_base + uint32_t(((lane & 7) + ((lane >> 3) & 1) * 8) * row_bytes + (lane >> 4) * 16)) {}
+  __device__ __forceinline__ uint32_t k(int ks) const { return k_lane + uint32_t(ks * 32); }
+  __device__ __forceinline__ uint32_t v(int nd) const { return v_lane + uint32_t(nd * 32); }
+};
+
+// TMA boxes of 8 tokens, [head][64-element column block][8 tokens][128 B] in the 128-byte
+// swizzle (decode_tiling.h): the 16 tokens are two boxes `box_bytes` apart; a head's column
+// block c is 8 rows (1024 B) past block c - 1; the 16-byte chunk j of token t's row sits at
+// chunk j ^ t (every box starts on a 1024-byte boundary, so the row's phase is t).
+template <int kHeadDim>
+struct SwizzledKvBoxes {
+  static constexpr int kColBlocks = kHeadDim / 64;
+  uint32_t k_lane, v_lane, k_phase, v_phase;
+  __device__ __forceinline__ SwizzledKvBoxes(uint32_t k_base, uint32_t v_base, int box_bytes,
+                                             int head_local, int lane) {
+    const uint32_t row = uint32_t((head_local * kColBlocks * 8 + (lane & 7)) * 128);
+    k_lane = k_base + uint32_t((lane >> 4) * box_bytes) + row;
+    v_lane = v_base + uint32_t(((lane >> 3) & 1) * box_bytes) + row;
+    k_phase = uint32_t(((lane >> 3) & 1) ^ (lane & 7));
+    v_phase = uint32_t((lane >> 4) ^ (lane & 7));
+  }
+  __device__ __forceinline__ uint32_t k(int ks) const {
+    return k_lane + uint32_t((ks >> 2) * 1024) + ((uint32_t(2 * ks & 7) ^ k_phase) << 4);
+  }
+  __device__ __forceinline__ uint32_t v(int nd) const {
+    return v_lane + uint32_t((nd >> 2) * 1024) + ((uint32_t(2 * nd & 7) ^ v_phase) << 4);
+  }
+};
 
 template <class T, int kHeadDim>
 struct DecodeWarpState {
@@ -35,33 +74,32 @@ struct DecodeWarpState {
       for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
   }
 
-  // Scaled, capped, masked logit in the log2 domain.
-  static __device__ __forceinline__ float logit(const DecodeArgs& a, float s, int token, int hi) {
+  // Scaled, capped, masked logit in the log2 domain (keys outside [lo, hi) masked).
+  static __device__ __forceinline__ float logit(const DecodeArgs& a, float s, int token, int lo,
+                                                int hi) {
     float x;
     if (a.logits_soft_cap > 0.0f) {
       x = a.logits_soft_cap * tanhf(s * a.scale / a.logits_soft_cap) * kLog2e;
     } else {
       x = s * (a.scale * kLog2e);
     }
-    return token < hi ? x : kNegInf;
+    return token >= lo && token < hi ? x : kNegInf;
   }
 
-  // Folds tokens first .. first + 15 (those >= hi masked) into the state. k_base / v_base:
-  // shared addresses of the first token's K / V row at this warp's head; q_fragment(ks, qa)
-  // yields the 16x16 A fragment of Q for K step ks (from registers or by ldmatrix).
-  template <class QFragment>
+  // Folds tokens first .. first + 15 (those outside [lo, hi) masked) into the state. kv: the
+  // layout (above) at this warp's head and tokens; q_fragment(ks, qa) yields the 16x16 A
+  // fragment of Q for K step ks (from registers or by ldmatrix).
+  template <class QFragment, class KvLayout>
   __device__ __forceinline__ void attend16(const DecodeArgs& a, QFragment&& q_fragment,
-                                           uint32_t k_base, uint32_t v_base, int row_bytes,
-                                           int first, int hi, int lane) {
-    // S = Q.K^T: two N tiles of 8 tokens; ldmatrix rows: K tokens (lane&7) + 8*(lane>>4).
+                                           const KvLayout& kv, int lo, int first, int hi,
+                                           int lane) {
+    // S = Q.K^T: two N tiles of 8 tokens.
     float s[2][4] = {};
-    const uint32_t k_addr = k_base + uint32_t(((lane & 7) + (lane >> 4) * 8) * row_bytes +
-                                              ((lane >> 3) & 1) * kVecBytes);
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
       uint32_t qa[4], kb[4];
       q_fragment(ks, qa);
-      ptx::ldmatrix_x4(kb, k_addr + ks * 2 * kVecBytes);
+      ptx::ldmatrix_x4(kb, kv.k(ks));
       ptx::mma_16816<T>(s[0], qa, kb[0], kb[1]);
       ptx::mma_16816<T>(s[1], qa, kb[2], kb[3]);
     }
@@ -71,7 +109,7 @@ struct DecodeWarpState {
     for (int n = 0; n < 2; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[n][e] = logit(a, s[n][e], first + 8 * n + 2 * (lane & 3) + (e & 1), hi);
+        s[n][e] = logit(a, s[n][e], first + 8 * n + 2 * (lane & 3) + (e & 1), lo, hi);
         tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[n][e]);
       }
     float alpha[2], sub[2];
@@ -100,13 +138,11 @@ struct DecodeWarpState {
     // P as the A operand: the S accumulators of two N tiles are exactly a 16x16 A fragment.
     const uint32_t pa[4] = {ptx::pack2<T>(s[0][0], s[0][1]), ptx::pack2<T>(s[0][2], s[0][3]),
                             ptx::pack2<T>(s[1][0], s[1][1]), ptx::pack2<T>(s[1][2], s[1][3])};
-    // O += P.V: V tokens (lane&7) + 8*((lane>>3)&1), dims 8*(lane>>4), transposed loads.
-    const uint32_t v_addr = v_base + uint32_t(((lane & 7) + ((lane >> 3) & 1) * 8) * row_bytes +
-                                              (lane >> 4) * kVecBytes);
+    // O += P.V (transposed loads of V).
 #pragma unroll
     for (int nd = 0; nd < kDimTiles / 2; ++nd) {
       uint32_t vb[4];
-      ptx::ldmatrix_x4_trans(vb, v_addr + nd * 2 * kVecBytes);
+      ptx::ldmatrix_x4_trans(vb, kv.v(nd));
       ptx::mma_16816<T>(o[2 * nd], pa, vb[0], vb[1]);
       ptx::mma_16816<T>(o[2 * nd + 1], pa, vb[2], vb[3]);
     }

@@ -114,6 +114,19 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, uint3
 #endif
 }
 
+// TMA: one box of a 5-D tensor map at coordinates c[0..4], with an L2 cache-policy hint.
+__device__ __forceinline__ void tma_load_5d_hint(uint32_t dst, const void* map, uint32_t bar,
+                                                 int c0, int c1, int c2, int c3, int c4,
+                                                 uint64_t policy) {
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".L2::cache_hint [%0], [%1, {%3, %4, %5, %6, %7}], [%2], %8;\n" ::"r"(dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "l"(policy)
+      : "memory");
+#endif
+}
+
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   uint64_t policy = 0;
 #ifdef FLASHPAGE_SM90_PTX

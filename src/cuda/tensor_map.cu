@@ -25,20 +25,25 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_entry() {
 
 }  // namespace
 
-bool encode_tensor_map_3d_16bit_swizzle128(CUtensorMap& map, const void* base,
-                                           const uint64_t (&dims)[3],
-                                           const uint64_t (&strides)[2],
-                                           const uint32_t (&box)[3]) {
+bool encode_tensor_map_16bit_swizzle128(CUtensorMap& map, const void* base, int rank,
+                                        const uint64_t* dims, const uint64_t* strides,
+                                        const uint32_t* box) {
+  constexpr int kMaxRank = 5;
   const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_tiled_entry();
-  if (encode == nullptr || box[0] * 2 != 128) return false;
-  cuuint64_t global_dims[3] = {dims[0], dims[1], dims[2]};
-  cuuint64_t global_strides[2] = {strides[0], strides[1]};
-  cuuint32_t box_dims[3] = {box[0], box[1], box[2]};
-  cuuint32_t element_strides[3] = {1, 1, 1};
-  return encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void*>(base), global_dims,
-                global_strides, box_dims, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  if (encode == nullptr || rank < 2 || rank > kMaxRank || box[0] * 2 != 128) return false;
+  cuuint64_t global_dims[kMaxRank], global_strides[kMaxRank - 1];
+  cuuint32_t box_dims[kMaxRank], element_strides[kMaxRank];
+  for (int i = 0; i < rank; ++i) {
+    global_dims[i] = dims[i];
+    box_dims[i] = box[i];
+    element_strides[i] = 1;
+    if (i > 0) global_strides[i - 1] = strides[i - 1];
+  }
+  return encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, cuuint32_t(rank), const_cast<void*>(base),
+                global_dims, global_strides, box_dims, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) ==
+         CUDA_SUCCESS;
 }
 
 }  // namespace flashpage::cuda

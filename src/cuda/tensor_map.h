@@ -9,14 +9,21 @@
 
 namespace flashpage::cuda {
 
-// A 3-D map of 16-bit elements: dims[0] contiguous, dims[1] and dims[2] at byte strides
-// strides[0] and strides[1] (multiples of 16, < 2^40), boxes of box[0] x box[1] x box[2]
-// elements landing in shared memory in the 128-byte swizzle (box[0] * 2 must be 128: one
-// swizzle row per box row). False when the driver entry point is missing or the driver
-// refuses the map (the caller then does not use TMA); nothing is thrown.
-bool encode_tensor_map_3d_16bit_swizzle128(CUtensorMap& map, const void* base,
-                                           const uint64_t (&dims)[3],
-                                           const uint64_t (&strides)[2],
-                                           const uint32_t (&box)[3]);
+// A map of 16-bit elements of rank 2..5: dims[0] contiguous, dims[i] (i >= 1) at byte stride
+// strides[i - 1] (multiples of 16, < 2^40; any order), boxes of box[0] x ... elements landing
+// in shared memory in the 128-byte swizzle (box[0] * 2 must be 128: one swizzle row per box
+// row; box dims in order, dims[0] fastest). False when the driver entry point is missing or
+// the driver refuses the map (the caller then does not use TMA); nothing is thrown.
+bool encode_tensor_map_16bit_swizzle128(CUtensorMap& map, const void* base, int rank,
+                                        const uint64_t* dims, const uint64_t* strides,
+                                        const uint32_t* box);
+
+template <int kRank>
+bool encode_tensor_map_16bit_swizzle128(CUtensorMap& map, const void* base,
+                                        const uint64_t (&dims)[kRank],
+                                        const uint64_t (&strides)[kRank - 1],
+                                        const uint32_t (&box)[kRank]) {
+  return encode_tensor_map_16bit_swizzle128(map, base, kRank, dims, strides, box);
+}
 
 }  // namespace flashpage::cuda

@@ -91,6 +91,31 @@ struct StreamDecodeTiling {
     return kBarrierBytes + query_bytes(heads, head_dim, group_size) +
            stages(heads, head_dim, group_size) * stage_bytes(heads, head_dim);
   }
+  // K/V by TMA (pages of a multiple of kTmaBoxTokens tokens): boxes of 8 tokens x the block's
+  // heads land as [head][64-element column block][8 tokens][128 B] in the 128-byte swizzle,
+  // rows 128 B-aligned (no padding: the bulk copies' L2 penalty above goes) and conflict-free
+  // for ldmatrix (8 consecutive tokens of one head and column block take 8 swizzle phases).
+  // A stage starts on an 8-token boundary; the kernel masks the tokens before the row's range.
+  static constexpr int kTmaBoxTokens = 8;
+  static constexpr int kSwizzleAtomBytes = 1024;  // the swizzle repeats every 8 rows of 128 B
+  static constexpr int tma_box_bytes(int heads, int head_dim) {
+    return kTmaBoxTokens * heads * head_dim * kElemBytes;
+  }
+  static constexpr int tma_stage_bytes(int heads, int head_dim) {
+    return 2 * stage_tokens(heads) * heads * head_dim * kElemBytes;  // K then V
+  }
+  // The stages start on a swizzle atom: the dynamic shared memory is only 16-byte aligned,
+  // so one atom more is asked for and the start rounded up at run time.
+  static constexpr int tma_stages(int heads, int head_dim, int group_size) {
+    const int room = kSmemBudget - kBarrierBytes - query_bytes(heads, head_dim, group_size) -
+                     kSwizzleAtomBytes;
+    const int fit = room / tma_stage_bytes(heads, head_dim);
+    return fit < kMaxStages ? fit : kMaxStages;
+  }
+  static constexpr int tma_smem_bytes(int heads, int head_dim, int group_size, int stages) {
+    return kBarrierBytes + query_bytes(heads, head_dim, group_size) + kSwizzleAtomBytes +
+           stages * tma_stage_bytes(heads, head_dim);
+  }
   // Shared by the planner's cost model: what an item costs beyond streaming its tokens
   // (query load, epilogue), in tokens of one sub-unit.
   static constexpr int kItemOverheadTokens = 16;
@@ -100,5 +125,8 @@ struct StreamDecodeTiling {
 
 static_assert(StreamDecodeTiling::stages(8, 128, 16) >= 2 && StreamDecodeTiling::stages(4, 256, 16) >= 2 &&
               StreamDecodeTiling::stages(8, 64, 16) >= 2);
+static_assert(StreamDecodeTiling::tma_stages(8, 128, 16) >= 2 &&
+              StreamDecodeTiling::tma_stages(4, 256, 16) >= 2 &&
+              StreamDecodeTiling::tma_stages(8, 64, 16) >= 2);
 
 }  // namespace flashpage

@@ -38,7 +38,7 @@ bool make_map(KvTmaMap& m, const void* base, int64_t stride_unit, int64_t stride
       uint64_t((heads_first ? stride_token : stride_head) * kElemBytes)};
   const uint32_t box[3] = {uint32_t(kBoxCols), heads_first ? 1u : uint32_t(box_rows),
                            heads_first ? uint32_t(box_rows) : 1u};
-  return encode_tensor_map_3d_16bit_swizzle128(m.map, base, dims, strides, box);
+  return encode_tensor_map_16bit_swizzle128(m.map, base, dims, strides, box);
 }
 
 }  // namespace
