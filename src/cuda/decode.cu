@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstdint>
-#include <cstring>
 
 #include "core/check.h"
 #include "cuda/cuda_check.h"
@@ -186,14 +185,13 @@ void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, in
 // FLASHPAGE_DECODE_STAGES=N caps the streamed kernel's ring depth (>= 2),
 // FLASHPAGE_DECODE_L2_HINT=0 drops its L2 evict-first hint on K/V copies,
 // FLASHPAGE_DECODE_ABLATE=bits leaves stages out to time the rest (StreamDecodeArgs::ablate;
-// the results are wrong: benchmarks only), FLASHPAGE_DECODE_COPY=bulk|tma|cpasync forces how
-// the producer moves K/V (StreamDecodeArgs::KvCopy; tma where the page size is a multiple
-// of 8, and a refused tensor map is then an error).
+// the results are wrong: benchmarks only), FLASHPAGE_DECODE_TMA=0 keeps K/V on per-token bulk
+// copies where TMA boxes apply, =1 makes a refused tensor map an error (for A/B runs).
 struct StreamKnobs {
   int max_stages = 0;  // 0: as many as fit
   bool l2_hint = true;
   int ablate = 0;
-  const char* copy = nullptr;  // null: the default choice (choose_kv_copy)
+  int tma = -1;  // -1: where it applies, 0: never, 1: required where the page size allows
 };
 const StreamKnobs& stream_knobs() {
   static const StreamKnobs knobs = [] {
@@ -201,7 +199,7 @@ const StreamKnobs& stream_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_DECODE_STAGES")) k.max_stages = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_DECODE_L2_HINT")) k.l2_hint = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_DECODE_ABLATE")) k.ablate = std::atoi(v);
-    k.copy = std::getenv("FLASHPAGE_DECODE_COPY");
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_TMA")) k.tma = std::atoi(v) != 0 ? 1 : 0;
     return k;
   }();
   return knobs;
@@ -218,7 +216,7 @@ bool stream_layout_ok(const DecodeArgs& a) {
 }
 
 // The streamed kernel's K/V tensor maps (decode_args.h): pages of a multiple of 8 tokens whose
-// strides TMA can express. False where the driver refuses them.
+// strides TMA can express. False (and kv_tma stays off) where they do not apply.
 bool make_stream_kv_maps(StreamDecodeArgs& sa, const PagedKv& kv, int head_dim) {
   using Tiling = StreamDecodeTiling;
   const PageTableView& pt = sa.d.pages;
@@ -232,26 +230,6 @@ bool make_stream_kv_maps(StreamDecodeArgs& sa, const PagedKv& kv, int head_dim) 
                            uint32_t(sa.heads_per_block), 1};
   return encode_tensor_map_16bit_swizzle128(sa.k_map, sa.d.k_pages, dims, strides, box) &&
          encode_tensor_map_16bit_swizzle128(sa.v_map, sa.d.v_pages, dims, strides, box);
-}
-
-// How the streamed kernel moves K/V (bench/NOTES.md, session 15): TMA boxes of 8 tokens where
-// the page size allows and the driver encodes the maps, else 16-byte bulk copies per token.
-void choose_kv_copy(StreamDecodeArgs& sa, const PagedKv& kv, int head_dim) {
-  using KvCopy = StreamDecodeArgs::KvCopy;
-  const bool boxes_fit = kv.page_size() % StreamDecodeTiling::kTmaBoxTokens == 0;
-  const char* forced = stream_knobs().copy;
-  if (forced != nullptr && std::strcmp(forced, "bulk") == 0) {
-    sa.kv_copy = KvCopy::bulk_rows;
-  } else if (forced != nullptr && std::strcmp(forced, "cpasync") == 0) {
-    sa.kv_copy = KvCopy::cp_async;
-  } else if (boxes_fit && make_stream_kv_maps(sa, kv, head_dim)) {
-    sa.kv_copy = KvCopy::tma_boxes;
-  } else {
-    check::require(forced == nullptr || std::strcmp(forced, "tma") != 0 || !boxes_fit,
-                   "batch_decode: FLASHPAGE_DECODE_COPY=tma but the driver refused the K/V "
-                   "tensor maps (page_size ", kv.page_size(), ", head_dim ", head_dim, ")");
-    sa.kv_copy = KvCopy::bulk_rows;
-  }
 }
 
 // f32 pages: the generic kernel, one warp per (row, head), whole rows (no split needed).
@@ -329,14 +307,19 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     sa.heads_per_block = heads;
     sa.query_groups = StreamDecodeTiling::query_groups(args.group_size);
     const int d = int(plan.head_dim);
-    choose_kv_copy(sa, kv, d);
-    const bool boxes = sa.kv_copy != StreamDecodeArgs::KvCopy::bulk_rows;
-    sa.stages = boxes ? StreamDecodeTiling::tma_stages(heads, d, args.group_size)
-                      : StreamDecodeTiling::stages(heads, d, args.group_size);
+    if (stream_knobs().tma != 0) {
+      sa.kv_tma = make_stream_kv_maps(sa, kv, d);
+      check::require(sa.kv_tma || stream_knobs().tma != 1 ||
+                         kv.page_size() % StreamDecodeTiling::kTmaBoxTokens != 0,
+                     "batch_decode: FLASHPAGE_DECODE_TMA=1 but the driver refused the K/V "
+                     "tensor maps (page_size ", kv.page_size(), ", head_dim ", d, ")");
+    }
+    sa.stages = sa.kv_tma ? StreamDecodeTiling::tma_stages(heads, d, args.group_size)
+                          : StreamDecodeTiling::stages(heads, d, args.group_size);
     if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);
     sa.smem_bytes =
-        boxes ? StreamDecodeTiling::tma_smem_bytes(heads, d, args.group_size, sa.stages)
-              : StreamDecodeTiling::kBarrierBytes +
+        sa.kv_tma ? StreamDecodeTiling::tma_smem_bytes(heads, d, args.group_size, sa.stages)
+                  : StreamDecodeTiling::kBarrierBytes +
                         StreamDecodeTiling::query_bytes(heads, d, args.group_size) +
                         sa.stages * StreamDecodeTiling::stage_bytes(heads, d);
     sa.l2_evict_first = stream_knobs().l2_hint;

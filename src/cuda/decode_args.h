@@ -34,15 +34,12 @@ struct DecodeArgs {
 // The streamed sm_90 kernel's launch record (decode_stream_kernel.cuh): the split kernel's
 // arguments plus the block geometry the host derived from StreamDecodeTiling.
 struct StreamDecodeArgs {
-  // How the producer moves K/V (decode_stream_kernel.cuh): bulk copies per token into padded
-  // rows, or into 128-byte-swizzled 8-token boxes by TMA or by 16-byte cp.async.
-  enum class KvCopy : int32_t { bulk_rows = 0, tma_boxes = 1, cp_async = 2 };
-  // K/V by TMA (kv_copy tma_boxes): 5-D maps {64 elements, token in page, 64-element column block,
+  // K/V by TMA (kv_tma true): 5-D maps {64 elements, token in page, 64-element column block,
   // KV head, page} with boxes of {64, 8, D / 64, heads_per_block, 1}, so that a box lands as
   // [head][column block][8 tokens][64] in the 128-byte swizzle (StreamDecodeTiling).
   CUtensorMap k_map{}, v_map{};
   DecodeArgs d;
-  KvCopy kv_copy = KvCopy::bulk_rows;
+  bool kv_tma = false;
   int32_t heads_per_block = 1;  // KV heads streamed together
   int32_t query_groups = 1;     // ceil(group / 16): query-head groups per KV head
   int32_t stages = 2;           // shared-memory ring depth

@@ -6,16 +6,13 @@
 // Warp roles. The last warp is the producer: for each sub-unit (item x KV-head block x
 // query-head group) it bulk-copies the query rows into the query slot, then streams the
 // item's K/V tokens into a ring of shared-memory stages, in one of two ways:
-//  - kv_copy tma_boxes (pages of a multiple of 8 tokens): one TMA box per 8 tokens of K and
-//    of V covering all the block's KV heads, into 128-byte-swizzled stages (rows 128 B-aligned,
+//  - pages of a multiple of 8 tokens (args.kv_tma): one TMA box per 8 tokens of K and of V
+//    covering all the block's KV heads, into 128-byte-swizzled stages (rows 128 B-aligned,
 //    conflict-free ldmatrix); a sub-unit's stages start on an 8-token boundary and the
 //    consumers mask the keys before its range;
-//  - kv_copy cp_async (any page size): the same swizzled layout, filled by 16-byte cp.async
-//    from every producer lane (many small copies cost the copy engine more than the LSU);
-//  - kv_copy bulk_rows: one bulk copy per token of K and of V covering the block's KV heads
+//  - any other page size: one bulk copy per token of K and of V covering the block's KV heads
 //    (their rows are adjacent in NHD pages; HND pages take one copy per head) into rows
-//    padded by 16 B.
-// Each token's (or box's) page is looked up on its own.
+//    padded by 16 B, each token's page looked up on its own.
 // Copies complete on the stage's "full" mbarrier; consumers release the stage on its
 // "empty" mbarrier. The producer never waits for the consumers' epilogues: the next item's
 // tokens are already in flight while they finish the last one.
@@ -64,8 +61,7 @@ struct StreamDecodeBlock {
 
   // Per-block constants.
   int heads, row_bytes, stage_tokens, stage_bytes, query_rows, sub_units;
-  bool boxes;     // stages in 8-token swizzled boxes (TMA or cp.async), else padded rows
-  int box_bytes;  // one box of 8 tokens x heads x D
+  int box_bytes;  // TMA: one box of 8 tokens x heads x D
 
   __device__ __forceinline__ StreamDecodeBlock(const StreamDecodeArgs& args, uint8_t* smem)
       : a(args) {
@@ -75,15 +71,14 @@ struct StreamDecodeBlock {
     row_bytes = Tiling::token_row_bytes(heads, kHeadDim);
     stage_tokens = Tiling::kSliceTokens * (kConsumerWarps / heads);
     box_bytes = Tiling::tma_box_bytes(heads, kHeadDim);
-    boxes = a.kv_copy != StreamDecodeArgs::KvCopy::bulk_rows;
-    stage_bytes = boxes ? Tiling::tma_stage_bytes(heads, kHeadDim) : 2 * stage_tokens * row_bytes;
+    stage_bytes = a.kv_tma ? Tiling::tma_stage_bytes(heads, kHeadDim) : 2 * stage_tokens * row_bytes;
     query_rows = Tiling::query_rows(a.d.group_size);
     sub_units = (a.d.num_kv_heads / heads) * a.query_groups;
     bars = ptx::smem_addr(smem);
     smem_base = smem;
     q_slot = bars + Tiling::kBarrierBytes;
     stage0 = q_slot + uint32_t(Tiling::query_bytes(heads, kHeadDim, a.d.group_size));
-    if (boxes) {
+    if (a.kv_tma) {
       constexpr uint32_t kAtom = Tiling::kSwizzleAtomBytes;
       stage0 = (stage0 + kAtom - 1) & ~(kAtom - 1);
     }
@@ -127,9 +122,7 @@ struct StreamDecodeBlock {
     s.kv_head0 = head_block * heads;
     s.q_offset = query_group * Tiling::kRowsPerWarp;
     s.rows = min(Tiling::kRowsPerWarp, a.d.group_size - s.q_offset);
-    s.start = a.kv_copy == StreamDecodeArgs::KvCopy::tma_boxes && s.lo < s.hi
-                  ? s.lo & ~(Tiling::kTmaBoxTokens - 1)
-                  : s.lo;
+    s.start = a.kv_tma && s.lo < s.hi ? s.lo & ~(Tiling::kTmaBoxTokens - 1) : s.lo;
     return s;
   }
 
@@ -249,85 +242,12 @@ struct StreamDecodeBlock {
     }
   }
 
-  // This lane's share of a token's 16-byte pieces for cp_async stages: piece q * 32 + lane of
-  // a token (pieces: heads x column blocks x 8 chunks, a power of two >= 8), or, when a token
-  // has fewer than 32 pieces, piece lane % pieces of token lane / pieces of every group of
-  // 32 / pieces tokens. Chunk lane & 7 of every row it copies.
-  struct CpAsyncLanes {
-    static constexpr int kMaxPasses = 4;  // 128 pieces at most (8 heads x 128 or 4 x 256)
-    int passes, tokens_per_pass, token;   // passes per token group; this lane's token in it
-    int64_t src[kMaxPasses];              // byte offset from the token's first head
-    uint32_t dst[kMaxPasses];             // byte offset of the row from its token's row 0
-  };
-  __device__ __forceinline__ CpAsyncLanes cp_async_lanes() const {
-    constexpr int kColBlocks = kHeadDim / 64;
-    const int pieces = heads * kColBlocks * 8;
-    CpAsyncLanes l;
-    l.passes = pieces >= 32 ? pieces / 32 : 1;
-    l.tokens_per_pass = pieces >= 32 ? 1 : 32 / pieces;
-    l.token = pieces >= 32 ? 0 : lane / pieces;
-#pragma unroll
-    for (int q = 0; q < CpAsyncLanes::kMaxPasses; ++q) {
-      const int piece = pieces >= 32 ? q * 32 + lane : lane % pieces;
-      const int row = piece >> 3, h = row / kColBlocks, c = row % kColBlocks;
-      l.src[q] = (int64_t(h) * a.d.pages.stride_head + c * 64) * 2 + (lane & 7) * 16;
-      l.dst[q] = uint32_t(row * 8 * 128);
-    }
-    return l;
-  }
-
-  // One stage by 16-byte cp.async into the swizzled boxes (any page size): the tokens' page
-  // offsets are looked up before the wait for a free stage, then passed between lanes; the
-  // hardware arrives on the stage's "full" barrier for each lane once its copies landed.
-  // Tokens past the sub-unit's end are not copied (the consumers zero their V rows).
-  __device__ __forceinline__ void produce_cp_async(const SubUnit& su, int tile_lo,
-                                                   const int32_t* row_pages, int stage,
-                                                   uint32_t phase, const uint8_t* k,
-                                                   const uint8_t* v, const CpAsyncLanes& l) const {
-    const PageTableView& pt = a.d.pages;
-    const int n = min(stage_tokens, su.hi - tile_lo);
-    int64_t off[kTokensPerLane];
-#pragma unroll
-    for (int i = 0; i < kTokensPerLane; ++i) {
-      const int t = lane + 32 * i;
-      off[i] = 0;
-      if (t < n) {
-        uint32_t page_index, in_page;
-        pt.page_divisor.divmod(uint32_t(tile_lo + t), page_index, in_page);
-        off[i] = (int64_t(row_pages[page_index]) * pt.stride_page +
-                  int64_t(in_page) * pt.stride_token + int64_t(su.kv_head0) * pt.stride_head) *
-                 2;
-      }
-    }
-    ptx::mbarrier_wait(empty_bar(stage), phase ^ 1u);
-    const uint32_t k_dst = k_stage(stage), v_dst = v_stage(stage);
-    const int chunk = lane & 7;
-    for (int t0 = 0; t0 < n; t0 += l.tokens_per_pass) {
-      const int t = t0 + l.token;
-      const int64_t lo_half = __shfl_sync(0xffffffffu, off[0], t & 31);
-      const int64_t hi_half = __shfl_sync(0xffffffffu, off[kTokensPerLane - 1], t & 31);
-      if (t >= n) continue;
-      const int64_t src = t < 32 ? lo_half : hi_half;
-      // Token t's row 0 in its box, and this lane's chunk swizzled by the row's phase t & 7.
-      const uint32_t at =
-          uint32_t((t >> 3) * box_bytes + (t & 7) * 128 + ((chunk ^ (t & 7)) << 4));
-#pragma unroll
-      for (int q = 0; q < CpAsyncLanes::kMaxPasses; ++q) {
-        if (q >= l.passes) break;
-        ptx::cp_async_16(k_dst + at + l.dst[q], k + src + l.src[q], true);
-        ptx::cp_async_16(v_dst + at + l.dst[q], v + src + l.src[q], true);
-      }
-    }
-    ptx::cp_async_mbarrier_arrive(full_bar(stage));
-  }
-
   __device__ __forceinline__ void produce(const ProducerStart& start) {
     const uint64_t policy = ptx::l2_evict_first_policy();
     const uint8_t* q = static_cast<const uint8_t*>(a.d.q);
     const uint8_t* k = static_cast<const uint8_t*>(a.d.k_pages);
     const uint8_t* v = static_cast<const uint8_t*>(a.d.v_pages);
     const PageTableView& pt = a.d.pages;
-    const CpAsyncLanes lanes = cp_async_lanes();
     int stage = 0;
     uint32_t phase = 0, q_phase = 0;
     int4 item = start.item;
@@ -356,10 +276,8 @@ struct StreamDecodeBlock {
         q_phase ^= 1u;
 
         for (int tile_lo = su.start; tile_lo < su.hi; tile_lo += stage_tokens) {
-          if (a.kv_copy == StreamDecodeArgs::KvCopy::tma_boxes)
+          if (a.kv_tma)
             produce_boxes(su, tile_lo, row_pages, stage, phase, policy);
-          else if (a.kv_copy == StreamDecodeArgs::KvCopy::cp_async)
-            produce_cp_async(su, tile_lo, row_pages, stage, phase, k, v, lanes);
           else
             produce_rows(su, tile_lo, row_pages, stage, phase, policy, k, v);
           if (++stage == a.stages) {
@@ -463,7 +381,7 @@ struct StreamDecodeBlock {
 #pragma unroll
               for (int r = 0; r < 4; ++r) frag[r] = qa[ks][r];
             };
-            if (boxes) {
+            if (a.kv_tma) {
               const uint32_t at = uint32_t(slice * 2 * box_bytes);
               zeroed = zero_v_past_end(v_stage(stage) + at, head_local, su.hi - first);
               st.attend16(a.d, q_fragment,
@@ -497,7 +415,7 @@ struct StreamDecodeBlock {
   // harmless: their logits are replaced by -inf). (TMA stages zero such rows per slice.)
   // Then initialises the barriers.
   __device__ __forceinline__ void init(uint8_t* smem) {
-    if (!boxes) {
+    if (!a.kv_tma) {
       const int v_bytes = stage_bytes / 2;
       for (int s = 0; s < a.stages; ++s)
         for (int at = int(threadIdx.x) * 16; at < v_bytes; at += kThreads * 16)
@@ -506,9 +424,7 @@ struct StreamDecodeBlock {
     ptx::fence_proxy_async_shared();
     if (threadIdx.x == 0) {
       for (int s = 0; s < a.stages; ++s) {
-        // cp.async stages: one hardware arrival per producer lane; otherwise the producer's
-        // arrive.expect_tx.
-        ptx::mbarrier_init(full_bar(s), a.kv_copy == StreamDecodeArgs::KvCopy::cp_async ? 32 : 1);
+        ptx::mbarrier_init(full_bar(s), 1);
         ptx::mbarrier_init(empty_bar(s), kConsumerWarps);
       }
       ptx::mbarrier_init(q_full_bar(), 1);

@@ -40,14 +40,6 @@ __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
 #endif
 }
 
-// One arrival, made by the hardware once all of this thread's earlier cp.async copies have
-// landed (.noinc: the barrier's expected count must include it).
-__device__ __forceinline__ void cp_async_mbarrier_arrive(uint32_t bar) {
-#ifdef FLASHPAGE_SM90_PTX
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
-
 // One arrival that also announces `bytes` of bulk-copy data the phase must wait for.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
 #ifdef FLASHPAGE_SM90_PTX
