@@ -61,7 +61,7 @@ for stage in $STAGES; do
           --gtest_filter='Decode.Cuda*' --gtest_brief=1 >"$OUT/test_ops_split.log" 2>&1 || fails=$((fails + 1))
         note "test test_ops (split decode kernel): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_ops_split.log" | tr '\n' ' ' | head -c 200)"
       fi
-      # And on the streamed kernel's bulk-copy path (where TMA maps are refused).
+      # And on the streamed kernel's bulk-copy path (what runs where TMA maps are refused).
       if [ "${BULK_TESTS:-1}" = 1 ]; then
         FLASHPAGE_DECODE_TMA=0 timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/test_ops" \
           --gtest_filter='Decode.Cuda*' --gtest_brief=1 >"$OUT/test_ops_bulk.log" 2>&1 || fails=$((fails + 1))
