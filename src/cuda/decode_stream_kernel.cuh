@@ -339,8 +339,8 @@ struct StreamDecodeBlock {
     for (int p = lane; p < Tiling::kSliceTokens * kChunksPerToken; p += 32) {
       const int t = p / kChunksPerToken, c = (p % kChunksPerToken) / 8, chunk = p % 8;
       if (t < valid) continue;
-      const uint32_t at = v_slice + uint32_t((t / 8) * box_bytes) +
-                          uint32_t(((head_local * kColBlocks + c) * 8 + (t & 7)) * 128 + chunk * 16);
+      const uint32_t at = v_slice + SwizzledKvBoxes<kHeadDim>::row_offset(t, head_local, c, box_bytes) +
+                          uint32_t(chunk * 16);
       *reinterpret_cast<uint4*>(smem_base + (at - bars)) = make_uint4(0, 0, 0, 0);
     }
     __syncwarp();

@@ -37,11 +37,14 @@ template <int kHeadDim>
 struct SwizzledKvBoxes {
   static constexpr int kColBlocks = kHeadDim / 64;
   uint32_t k_lane, v_lane, k_phase, v_phase;
+  // Offset of token t's row of column block c at KV head h (of the block) from box 0.
+  static __device__ __forceinline__ uint32_t row_offset(int t, int h, int c, int box_bytes) {
+    return uint32_t((t >> 3) * box_bytes + ((h * kColBlocks + c) * 8 + (t & 7)) * 128);
+  }
   __device__ __forceinline__ SwizzledKvBoxes(uint32_t k_base, uint32_t v_base, int box_bytes,
                                              int head_local, int lane) {
-    const uint32_t row = uint32_t((head_local * kColBlocks * 8 + (lane & 7)) * 128);
-    k_lane = k_base + uint32_t((lane >> 4) * box_bytes) + row;
-    v_lane = v_base + uint32_t(((lane >> 3) & 1) * box_bytes) + row;
+    k_lane = k_base + row_offset((lane & 7) + (lane >> 4) * 8, head_local, 0, box_bytes);
+    v_lane = v_base + row_offset((lane & 7) + ((lane >> 3) & 1) * 8, head_local, 0, box_bytes);
     k_phase = uint32_t(((lane >> 3) & 1) ^ (lane & 7));
     v_phase = uint32_t((lane >> 4) ^ (lane & 7));
   }
