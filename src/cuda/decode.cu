@@ -6,8 +6,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstdint>
-#include <cstring>
-#include <utility>
 
 #include "core/check.h"
 #include "cuda/cuda_check.h"
@@ -194,11 +192,9 @@ struct StreamKnobs {
   bool l2_hint = true;
   int ablate = 0;
   int tma = -1;  // -1: where it applies, 0: never, 1: required where the page size allows
-  // Experiments on the TMA boxes' DRAM efficiency: FLASHPAGE_DECODE_TMA_PROMOTION=0|128|256
-  // (L2 promotion), FLASHPAGE_DECODE_TMA_ORDER=address (boxes traversed in address order;
-  // the consumers' layout is then wrong: with FLASHPAGE_DECODE_ABLATE=1 only).
-  int tma_promotion = 256;
-  bool tma_address_order = false;
+  // FLASHPAGE_DECODE_TMA_PROMOTION=0|128|256: the K/V maps' L2 promotion. None by default:
+  // promoting each 128-byte row request to 256 bytes cost 6-8% of DRAM throughput (run 5).
+  int tma_promotion = 0;
 };
 const StreamKnobs& stream_knobs() {
   static const StreamKnobs knobs = [] {
@@ -208,8 +204,6 @@ const StreamKnobs& stream_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_DECODE_ABLATE")) k.ablate = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_DECODE_TMA")) k.tma = std::atoi(v) != 0 ? 1 : 0;
     if (const char* v = std::getenv("FLASHPAGE_DECODE_TMA_PROMOTION")) k.tma_promotion = std::atoi(v);
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_TMA_ORDER"))
-      k.tma_address_order = std::strcmp(v, "address") == 0;
     return k;
   }();
   return knobs;
@@ -232,20 +226,12 @@ bool make_stream_kv_maps(StreamDecodeArgs& sa, const PagedKv& kv, int head_dim) 
   const PageTableView& pt = sa.d.pages;
   if (pt.page_size % Tiling::kTmaBoxTokens != 0 || head_dim % 64 != 0) return false;
   const int64_t elem = Tiling::kElemBytes;
-  uint64_t dims[5] = {64, uint64_t(pt.page_size), uint64_t(head_dim / 64),
-                      uint64_t(sa.d.num_kv_heads), uint64_t(kv.k_pages.size(0))};
-  uint64_t strides[4] = {uint64_t(pt.stride_token * elem), 64 * uint64_t(elem),
-                         uint64_t(pt.stride_head * elem), uint64_t(pt.stride_page * elem)};
-  uint32_t box[5] = {64, uint32_t(Tiling::kTmaBoxTokens), uint32_t(head_dim / 64),
-                     uint32_t(sa.heads_per_block), 1};
-  if (stream_knobs().tma_address_order) {  // {64, column block, head, token, page}
-    std::swap(dims[1], dims[3]);
-    std::swap(strides[0], strides[2]);
-    std::swap(box[1], box[3]);
-    std::swap(dims[1], dims[2]);
-    std::swap(strides[0], strides[1]);
-    std::swap(box[1], box[2]);
-  }
+  const uint64_t dims[5] = {64, uint64_t(pt.page_size), uint64_t(head_dim / 64),
+                            uint64_t(sa.d.num_kv_heads), uint64_t(kv.k_pages.size(0))};
+  const uint64_t strides[4] = {uint64_t(pt.stride_token * elem), 64 * uint64_t(elem),
+                               uint64_t(pt.stride_head * elem), uint64_t(pt.stride_page * elem)};
+  const uint32_t box[5] = {64, uint32_t(Tiling::kTmaBoxTokens), uint32_t(head_dim / 64),
+                           uint32_t(sa.heads_per_block), 1};
   const int promotion = stream_knobs().tma_promotion;
   return encode_tensor_map_16bit_swizzle128(sa.k_map, sa.d.k_pages, dims, strides, box, promotion) &&
          encode_tensor_map_16bit_swizzle128(sa.v_map, sa.d.v_pages, dims, strides, box, promotion);
@@ -333,7 +319,6 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
                      "batch_decode: FLASHPAGE_DECODE_TMA=1 but the driver refused the K/V "
                      "tensor maps (page_size ", kv.page_size(), ", head_dim ", d, ")");
     }
-    sa.kv_tma_address_order = sa.kv_tma && stream_knobs().tma_address_order;
     sa.stages = sa.kv_tma ? StreamDecodeTiling::tma_stages(heads, d, args.group_size)
                           : StreamDecodeTiling::stages(heads, d, args.group_size);
     if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);

@@ -40,7 +40,6 @@ struct StreamDecodeArgs {
   CUtensorMap k_map{}, v_map{};
   DecodeArgs d;
   bool kv_tma = false;
-  bool kv_tma_address_order = false;  // experiment only (FLASHPAGE_DECODE_TMA_ORDER, decode.cu)
   int32_t heads_per_block = 1;  // KV heads streamed together
   int32_t query_groups = 1;     // ceil(group / 16): query-head groups per KV head
   int32_t stages = 2;           // shared-memory ring depth

@@ -235,15 +235,10 @@ struct StreamDecodeBlock {
     __syncwarp();
     if (mine) {
       const uint32_t at = uint32_t(lane * box_bytes);
-      // Coordinates in the maps' dimension order: {element, token, column block, head, page},
-      // or {element, column block, head, token, page} for the address-order experiment.
-      const int c1 = a.kv_tma_address_order ? 0 : int(in_page);
-      const int c2 = a.kv_tma_address_order ? su.kv_head0 : 0;
-      const int c3 = a.kv_tma_address_order ? int(in_page) : su.kv_head0;
-      ptx::tma_load_5d_hint(k_stage(stage) + at, &a.k_map, full_bar(stage), 0, c1, c2, c3, page,
-                            policy);
-      ptx::tma_load_5d_hint(v_stage(stage) + at, &a.v_map, full_bar(stage), 0, c1, c2, c3, page,
-                            policy);
+      ptx::tma_load_5d_hint(k_stage(stage) + at, &a.k_map, full_bar(stage), 0, int(in_page), 0,
+                            su.kv_head0, page, policy);
+      ptx::tma_load_5d_hint(v_stage(stage) + at, &a.v_map, full_bar(stage), 0, int(in_page), 0,
+                            su.kv_head0, page, policy);
     }
   }
 
