@@ -186,12 +186,12 @@ void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, in
 // FLASHPAGE_DECODE_L2_HINT=0 drops its L2 evict-first hint on K/V copies,
 // FLASHPAGE_DECODE_ABLATE=bits leaves stages out to time the rest (StreamDecodeArgs::ablate;
 // the results are wrong: benchmarks only), FLASHPAGE_DECODE_TMA=0 keeps K/V on per-token bulk
-// copies where TMA boxes apply, =1 makes a refused tensor map an error (for A/B runs).
+// copies, =1 makes a refused tensor map an error (for A/B runs).
 struct StreamKnobs {
   int max_stages = 0;  // 0: as many as fit
   bool l2_hint = true;
   int ablate = 0;
-  int tma = -1;  // -1: where it applies, 0: never, 1: required where the page size allows
+  int tma = -1;  // -1: where the driver encodes the maps, 0: never, 1: required
   // FLASHPAGE_DECODE_TMA_PROMOTION=0|128|256: the K/V maps' L2 promotion. None by default:
   // promoting each 128-byte row request to 256 bytes cost 6-8% of DRAM throughput (run 5).
   int tma_promotion = 0;
@@ -219,18 +219,18 @@ bool stream_layout_ok(const DecodeArgs& a) {
          a.pages.stride_token % 8 == 0 && a.pages.stride_head % 8 == 0;
 }
 
-// The streamed kernel's K/V tensor maps (decode_args.h): pages of a multiple of 8 tokens whose
-// strides TMA can express. False (and kv_tma stays off) where they do not apply.
-bool make_stream_kv_maps(StreamDecodeArgs& sa, const PagedKv& kv, int head_dim) {
+// The streamed kernel's K/V tensor maps (decode_args.h) for boxes of `box_tokens` tokens.
+// False where the driver refuses them (kv_box_tokens then stays 0: bulk copies).
+bool make_stream_kv_maps(StreamDecodeArgs& sa, const PagedKv& kv, int head_dim, int box_tokens) {
   using Tiling = StreamDecodeTiling;
   const PageTableView& pt = sa.d.pages;
-  if (pt.page_size % Tiling::kTmaBoxTokens != 0 || head_dim % 64 != 0) return false;
+  if (head_dim % 64 != 0) return false;
   const int64_t elem = Tiling::kElemBytes;
   const uint64_t dims[5] = {64, uint64_t(pt.page_size), uint64_t(head_dim / 64),
                             uint64_t(sa.d.num_kv_heads), uint64_t(kv.k_pages.size(0))};
   const uint64_t strides[4] = {uint64_t(pt.stride_token * elem), 64 * uint64_t(elem),
                                uint64_t(pt.stride_head * elem), uint64_t(pt.stride_page * elem)};
-  const uint32_t box[5] = {64, uint32_t(Tiling::kTmaBoxTokens), uint32_t(head_dim / 64),
+  const uint32_t box[5] = {64, uint32_t(box_tokens), uint32_t(head_dim / 64),
                            uint32_t(sa.heads_per_block), 1};
   const int promotion = stream_knobs().tma_promotion;
   return encode_tensor_map_16bit_swizzle128(sa.k_map, sa.d.k_pages, dims, strides, box, promotion) &&
@@ -313,20 +313,23 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     sa.query_groups = StreamDecodeTiling::query_groups(args.group_size);
     const int d = int(plan.head_dim);
     if (stream_knobs().tma != 0) {
-      sa.kv_tma = make_stream_kv_maps(sa, kv, d);
-      check::require(sa.kv_tma || stream_knobs().tma != 1 ||
-                         kv.page_size() % StreamDecodeTiling::kTmaBoxTokens != 0,
+      const int box_tokens =
+          kv.page_size() % StreamDecodeTiling::kTmaBoxTokens == 0 ? StreamDecodeTiling::kTmaBoxTokens : 1;
+      if (make_stream_kv_maps(sa, kv, d, box_tokens)) sa.kv_box_tokens = box_tokens;
+      check::require(sa.kv_box_tokens > 0 || stream_knobs().tma != 1,
                      "batch_decode: FLASHPAGE_DECODE_TMA=1 but the driver refused the K/V "
                      "tensor maps (page_size ", kv.page_size(), ", head_dim ", d, ")");
     }
-    sa.stages = sa.kv_tma ? StreamDecodeTiling::tma_stages(heads, d, args.group_size)
-                          : StreamDecodeTiling::stages(heads, d, args.group_size);
+    const int box_tokens = sa.kv_box_tokens;
+    sa.stages = box_tokens > 0 ? StreamDecodeTiling::tma_stages(heads, d, args.group_size, box_tokens)
+                               : StreamDecodeTiling::stages(heads, d, args.group_size);
     if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);
-    sa.smem_bytes =
-        sa.kv_tma ? StreamDecodeTiling::tma_smem_bytes(heads, d, args.group_size, sa.stages)
-                  : StreamDecodeTiling::kBarrierBytes +
-                        StreamDecodeTiling::query_bytes(heads, d, args.group_size) +
-                        sa.stages * StreamDecodeTiling::stage_bytes(heads, d);
+    sa.smem_bytes = box_tokens > 0
+                        ? StreamDecodeTiling::tma_smem_bytes(heads, d, args.group_size, box_tokens,
+                                                             sa.stages)
+                        : StreamDecodeTiling::kBarrierBytes +
+                              StreamDecodeTiling::query_bytes(heads, d, args.group_size) +
+                              sa.stages * StreamDecodeTiling::stage_bytes(heads, d);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;

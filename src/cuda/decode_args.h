@@ -34,12 +34,13 @@ struct DecodeArgs {
 // The streamed sm_90 kernel's launch record (decode_stream_kernel.cuh): the split kernel's
 // arguments plus the block geometry the host derived from StreamDecodeTiling.
 struct StreamDecodeArgs {
-  // K/V by TMA (kv_tma true): 5-D maps {64 elements, token in page, 64-element column block,
-  // KV head, page} with boxes of {64, 8, D / 64, heads_per_block, 1}, so that a box lands as
-  // [head][column block][8 tokens][64] in the 128-byte swizzle (StreamDecodeTiling).
+  // K/V by TMA (kv_box_tokens 8 or 1; 0: bulk copies): 5-D maps {64 elements, token in page,
+  // 64-element column block, KV head, page} with boxes of {64, kv_box_tokens, D / 64,
+  // heads_per_block, 1}, landing as [head][column block][token][64] in the 128-byte swizzle
+  // (StreamDecodeTiling).
   CUtensorMap k_map{}, v_map{};
   DecodeArgs d;
-  bool kv_tma = false;
+  int32_t kv_box_tokens = 0;
   int32_t heads_per_block = 1;  // KV heads streamed together
   int32_t query_groups = 1;     // ceil(group / 16): query-head groups per KV head
   int32_t stages = 2;           // shared-memory ring depth

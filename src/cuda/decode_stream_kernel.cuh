@@ -6,13 +6,15 @@
 // Warp roles. The last warp is the producer: for each sub-unit (item x KV-head block x
 // query-head group) it bulk-copies the query rows into the query slot, then streams the
 // item's K/V tokens into a ring of shared-memory stages, in one of two ways:
-//  - pages of a multiple of 8 tokens (args.kv_tma): one TMA box per 8 tokens of K and of V
-//    covering all the block's KV heads, into 128-byte-swizzled stages (rows 128 B-aligned,
-//    conflict-free ldmatrix); a sub-unit's stages start on an 8-token boundary and the
-//    consumers mask the keys before its range;
-//  - any other page size: one bulk copy per token of K and of V covering the block's KV heads
-//    (their rows are adjacent in NHD pages; HND pages take one copy per head) into rows
-//    padded by 16 B, each token's page looked up on its own.
+//  - TMA (args.kv_box_tokens > 0, where the driver encodes the tensor maps): one box per 8
+//    tokens (pages of a multiple of 8) or per token (other page sizes) of K and of V covering
+//    all the block's KV heads, into 128-byte-swizzled stages (rows 128 B-aligned,
+//    conflict-free ldmatrix); a sub-unit's stages start on a box boundary and the consumers
+//    mask the keys before its range and zero the V rows past its end;
+//  - otherwise: one bulk copy per token of K and of V covering the block's KV heads (their
+//    rows are adjacent in NHD pages; HND pages take one copy per head) into rows padded by
+//    16 B.
+// Every token's (or box's) page is looked up on its own.
 // Copies complete on the stage's "full" mbarrier; consumers release the stage on its
 // "empty" mbarrier. The producer never waits for the consumers' epilogues: the next item's
 // tokens are already in flight while they finish the last one.
@@ -61,7 +63,9 @@ struct StreamDecodeBlock {
 
   // Per-block constants.
   int heads, row_bytes, stage_tokens, stage_bytes, query_rows, sub_units;
-  int box_bytes;  // TMA: one box of 8 tokens x heads x D
+  int box_tokens;  // TMA: tokens per box (8 or 1); 0: bulk copies
+  int box_bytes;   // TMA: what one box brings (box_tokens x heads x D)
+  int box_stride;  // TMA: bytes from one box to the next in a stage
 
   __device__ __forceinline__ StreamDecodeBlock(const StreamDecodeArgs& args, uint8_t* smem)
       : a(args) {
@@ -70,15 +74,22 @@ struct StreamDecodeBlock {
     heads = a.heads_per_block;
     row_bytes = Tiling::token_row_bytes(heads, kHeadDim);
     stage_tokens = Tiling::kSliceTokens * (kConsumerWarps / heads);
-    box_bytes = Tiling::tma_box_bytes(heads, kHeadDim);
-    stage_bytes = a.kv_tma ? Tiling::tma_stage_bytes(heads, kHeadDim) : 2 * stage_tokens * row_bytes;
+    box_tokens = a.kv_box_tokens;
+    if (box_tokens > 0) {
+      box_bytes = Tiling::tma_box_bytes(heads, kHeadDim, box_tokens);
+      box_stride = Tiling::tma_box_stride(heads, kHeadDim, box_tokens);
+      stage_bytes = Tiling::tma_stage_bytes(heads, kHeadDim, box_tokens);
+    } else {
+      box_bytes = box_stride = 0;
+      stage_bytes = 2 * stage_tokens * row_bytes;
+    }
     query_rows = Tiling::query_rows(a.d.group_size);
     sub_units = (a.d.num_kv_heads / heads) * a.query_groups;
     bars = ptx::smem_addr(smem);
     smem_base = smem;
     q_slot = bars + Tiling::kBarrierBytes;
     stage0 = q_slot + uint32_t(Tiling::query_bytes(heads, kHeadDim, a.d.group_size));
-    if (a.kv_tma) {
+    if (box_tokens > 0) {
       constexpr uint32_t kAtom = Tiling::kSwizzleAtomBytes;
       stage0 = (stage0 + kAtom - 1) & ~(kAtom - 1);
     }
@@ -122,7 +133,7 @@ struct StreamDecodeBlock {
     s.kv_head0 = head_block * heads;
     s.q_offset = query_group * Tiling::kRowsPerWarp;
     s.rows = min(Tiling::kRowsPerWarp, a.d.group_size - s.q_offset);
-    s.start = a.kv_tma && s.lo < s.hi ? s.lo & ~(Tiling::kTmaBoxTokens - 1) : s.lo;
+    s.start = box_tokens > 1 && s.lo < s.hi ? s.lo & ~(box_tokens - 1) : s.lo;
     return s;
   }
 
@@ -211,34 +222,40 @@ struct StreamDecodeBlock {
     }
   }
 
-  // One stage of TMA boxes: lane j loads tokens tile_lo + 8j .. + 7 of K and of V (one page
-  // each: tile_lo and the page size are multiples of 8). Boxes past the sub-unit's end are
-  // not loaded; rows past it inside the last box are whatever the page holds there, which
-  // the consumers mask (K) and overwrite with zeros (V) before use.
+  // One stage of TMA boxes: lane j loads box j and j + 32, tokens tile_lo + j * box_tokens
+  // onwards, of K and of V (a box never crosses a page: tile_lo and the page size are
+  // multiples of box_tokens). Boxes past the sub-unit's end are not loaded; rows past it in
+  // the last box of 8 are whatever the page holds there, which the consumers mask (K) and
+  // overwrite with zeros (V) before use.
   __device__ __forceinline__ void produce_boxes(const SubUnit& su, int tile_lo,
                                                 const int32_t* row_pages, int stage,
                                                 uint32_t phase, uint64_t policy) const {
     const PageTableView& pt = a.d.pages;
-    const int first = tile_lo + Tiling::kTmaBoxTokens * lane;
-    const bool mine = lane < stage_tokens / Tiling::kTmaBoxTokens && first < su.hi;
-    int32_t page = 0;
-    uint32_t page_index = 0, in_page = 0;
-    if (mine) {
-      pt.page_divisor.divmod(uint32_t(first), page_index, in_page);
-      page = row_pages[page_index];
+    const int boxes = min(stage_tokens, su.hi - tile_lo + box_tokens - 1) / box_tokens;
+    int32_t page[kTokensPerLane];
+    uint32_t in_page[kTokensPerLane];
+#pragma unroll
+    for (int i = 0; i < kTokensPerLane; ++i) {
+      const int j = lane + 32 * i;
+      page[i] = -1;
+      if (j < boxes) {
+        uint32_t page_index;
+        pt.page_divisor.divmod(uint32_t(tile_lo + j * box_tokens), page_index, in_page[i]);
+        page[i] = row_pages[page_index];
+      }
     }
-    const int boxes = min(stage_tokens, su.hi - tile_lo + Tiling::kTmaBoxTokens - 1) /
-                      Tiling::kTmaBoxTokens;
     ptx::mbarrier_wait(empty_bar(stage), phase ^ 1u);
     if (lane == 0)
       ptx::mbarrier_arrive_expect_tx(full_bar(stage), uint32_t(2 * boxes * box_bytes));
     __syncwarp();
-    if (mine) {
-      const uint32_t at = uint32_t(lane * box_bytes);
-      ptx::tma_load_5d_hint(k_stage(stage) + at, &a.k_map, full_bar(stage), 0, int(in_page), 0,
-                            su.kv_head0, page, policy);
-      ptx::tma_load_5d_hint(v_stage(stage) + at, &a.v_map, full_bar(stage), 0, int(in_page), 0,
-                            su.kv_head0, page, policy);
+#pragma unroll
+    for (int i = 0; i < kTokensPerLane; ++i) {
+      if (page[i] < 0) continue;
+      const uint32_t at = uint32_t((lane + 32 * i) * box_stride);
+      ptx::tma_load_5d_hint(k_stage(stage) + at, &a.k_map, full_bar(stage), 0, int(in_page[i]),
+                            0, su.kv_head0, page[i], policy);
+      ptx::tma_load_5d_hint(v_stage(stage) + at, &a.v_map, full_bar(stage), 0, int(in_page[i]),
+                            0, su.kv_head0, page[i], policy);
     }
   }
 
@@ -276,7 +293,7 @@ struct StreamDecodeBlock {
         q_phase ^= 1u;
 
         for (int tile_lo = su.start; tile_lo < su.hi; tile_lo += stage_tokens) {
-          if (a.kv_tma)
+          if (box_tokens > 0)
             produce_boxes(su, tile_lo, row_pages, stage, phase, policy);
           else
             produce_rows(su, tile_lo, row_pages, stage, phase, policy, k, v);
@@ -330,8 +347,9 @@ struct StreamDecodeBlock {
   }
 
   // TMA stages: the V rows of this warp's head and 16-token slice (at v_slice) from token
-  // `valid` on are overwritten with zeros, so that their P = 0 cannot meet NaN patterns of a
-  // page's unwritten slots in P.V. True when anything was written.
+  // `valid` on are overwritten with zeros, so that their P = 0 cannot meet NaN patterns (a
+  // page's unwritten slots, or a stage's first use) in P.V. True when anything was written.
+  template <class Layout>
   __device__ __forceinline__ bool zero_v_past_end(uint32_t v_slice, int head_local, int valid) {
     if (valid >= Tiling::kSliceTokens) return false;
     constexpr int kColBlocks = kHeadDim / 64;
@@ -339,12 +357,24 @@ struct StreamDecodeBlock {
     for (int p = lane; p < Tiling::kSliceTokens * kChunksPerToken; p += 32) {
       const int t = p / kChunksPerToken, c = (p % kChunksPerToken) / 8, chunk = p % 8;
       if (t < valid) continue;
-      const uint32_t at = v_slice + SwizzledKvBoxes<kHeadDim>::row_offset(t, head_local, c, box_bytes) +
-                          uint32_t(chunk * 16);
+      const uint32_t at = v_slice + Layout::row_offset(t, head_local, c, box_stride) + chunk * 16;
       *reinterpret_cast<uint4*>(smem_base + (at - bars)) = make_uint4(0, 0, 0, 0);
     }
     __syncwarp();
     return true;
+  }
+
+  // One 16-token slice on TMA boxes of kBoxTokens tokens.
+  template <int kBoxTokens, class QFragment>
+  __device__ __forceinline__ bool attend_boxes(const SubUnit& su, int stage, int slice,
+                                               int head_local, int first, QFragment&& q_fragment) {
+    using Layout = SwizzledKvRows<kHeadDim, kBoxTokens>;
+    const uint32_t at = uint32_t(slice * (Tiling::kSliceTokens / kBoxTokens) * box_stride);
+    const bool zeroed = zero_v_past_end<Layout>(v_stage(stage) + at, head_local, su.hi - first);
+    st.attend16(a.d, q_fragment,
+                Layout(k_stage(stage) + at, v_stage(stage) + at, box_stride, head_local, lane),
+                su.lo, first, su.hi, lane);
+    return zeroed;
   }
 
   __device__ __forceinline__ void consume() {
@@ -381,13 +411,11 @@ struct StreamDecodeBlock {
 #pragma unroll
               for (int r = 0; r < 4; ++r) frag[r] = qa[ks][r];
             };
-            if (a.kv_tma) {
-              const uint32_t at = uint32_t(slice * 2 * box_bytes);
-              zeroed = zero_v_past_end(v_stage(stage) + at, head_local, su.hi - first);
-              st.attend16(a.d, q_fragment,
-                          SwizzledKvBoxes<kHeadDim>(k_stage(stage) + at, v_stage(stage) + at,
-                                                    box_bytes, head_local, lane),
-                          su.lo, first, su.hi, lane);
+            if (box_tokens == Tiling::kTmaBoxTokens) {
+              zeroed = attend_boxes<Tiling::kTmaBoxTokens>(su, stage, slice, head_local, first,
+                                                           q_fragment);
+            } else if (box_tokens == 1) {
+              zeroed = attend_boxes<1>(su, stage, slice, head_local, first, q_fragment);
             } else {
               const uint32_t at =
                   uint32_t(slice * Tiling::kSliceTokens * row_bytes + head_local * kHeadBytes);
@@ -415,7 +443,7 @@ struct StreamDecodeBlock {
   // harmless: their logits are replaced by -inf). (TMA stages zero such rows per slice.)
   // Then initialises the barriers.
   __device__ __forceinline__ void init(uint8_t* smem) {
-    if (!a.kv_tma) {
+    if (box_tokens == 0) {
       const int v_bytes = stage_bytes / 2;
       for (int s = 0; s < a.stages; ++s)
         for (int at = int(threadIdx.x) * 16; at < v_bytes; at += kThreads * 16)

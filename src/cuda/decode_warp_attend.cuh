@@ -29,31 +29,35 @@ struct PaddedKvRows {
   __device__ __forceinline__ uint32_t v(int nd) const { return v_lane + uint32_t(nd * 32); }
 };
 
-// TMA boxes of 8 tokens, [head][64-element column block][8 tokens][128 B] in the 128-byte
-// swizzle (decode_tiling.h): the 16 tokens are two boxes `box_bytes` apart; a head's column
-// block c is 8 rows (1024 B) past block c - 1; the 16-byte chunk j of token t's row sits at
-// chunk j ^ t (every box starts on a 1024-byte boundary, so the row's phase is t).
-template <int kHeadDim>
-struct SwizzledKvBoxes {
+// TMA boxes of kBoxTokens (8 or 1) tokens in the 128-byte swizzle (decode_tiling.h):
+// [box][head][64-element column block][kBoxTokens rows of 128 B], boxes `box_stride` apart.
+// The hardware swizzles by absolute address: 16-byte chunk j of a row sits at chunk
+// j ^ (row address bits 7-9).
+template <int kHeadDim, int kBoxTokens>
+struct SwizzledKvRows {
   static constexpr int kColBlocks = kHeadDim / 64;
-  uint32_t k_lane, v_lane, k_phase, v_phase;
-  // Offset of token t's row of column block c at KV head h (of the block) from box 0.
-  static __device__ __forceinline__ uint32_t row_offset(int t, int h, int c, int box_bytes) {
-    return uint32_t((t >> 3) * box_bytes + ((h * kColBlocks + c) * 8 + (t & 7)) * 128);
+  static constexpr int kRowBytes = 128;
+  uint32_t k_row, v_row;    // this lane's row at column block 0
+  uint32_t k_half, v_half;  // this lane's chunk within a K step's pair (0 or 1)
+
+  // Offset of token t's row of column block c at KV head h from the first box.
+  static __device__ __forceinline__ uint32_t row_offset(int t, int h, int c, int box_stride) {
+    return uint32_t((t / kBoxTokens) * box_stride +
+                    ((h * kColBlocks + c) * kBoxTokens + t % kBoxTokens) * kRowBytes);
   }
-  __device__ __forceinline__ SwizzledKvBoxes(uint32_t k_base, uint32_t v_base, int box_bytes,
-                                             int head_local, int lane) {
-    k_lane = k_base + row_offset((lane & 7) + (lane >> 4) * 8, head_local, 0, box_bytes);
-    v_lane = v_base + row_offset((lane & 7) + ((lane >> 3) & 1) * 8, head_local, 0, box_bytes);
-    k_phase = uint32_t(((lane >> 3) & 1) ^ (lane & 7));
-    v_phase = uint32_t((lane >> 4) ^ (lane & 7));
+  __device__ __forceinline__ SwizzledKvRows(uint32_t k_base, uint32_t v_base, int box_stride,
+                                            int head_local, int lane)
+      : k_row(k_base + row_offset((lane & 7) + (lane >> 4) * 8, head_local, 0, box_stride)),
+        v_row(v_base + row_offset((lane & 7) + ((lane >> 3) & 1) * 8, head_local, 0, box_stride)),
+        k_half(uint32_t((lane >> 3) & 1)),
+        v_half(uint32_t(lane >> 4)) {}
+  // Chunk 2 * step + half of the row at column block step / 4.
+  static __device__ __forceinline__ uint32_t at(uint32_t row0, uint32_t half, int step) {
+    const uint32_t row = row0 + uint32_t((step >> 2) * kBoxTokens * kRowBytes);
+    return row + (((uint32_t(2 * step & 7) | half) ^ ((row >> 7) & 7u)) << 4);
   }
-  __device__ __forceinline__ uint32_t k(int ks) const {
-    return k_lane + uint32_t((ks >> 2) * 1024) + ((uint32_t(2 * ks & 7) ^ k_phase) << 4);
-  }
-  __device__ __forceinline__ uint32_t v(int nd) const {
-    return v_lane + uint32_t((nd >> 2) * 1024) + ((uint32_t(2 * nd & 7) ^ v_phase) << 4);
-  }
+  __device__ __forceinline__ uint32_t k(int ks) const { return at(k_row, k_half, ks); }
+  __device__ __forceinline__ uint32_t v(int nd) const { return at(v_row, v_half, nd); }
 };
 
 template <class T, int kHeadDim>

@@ -91,30 +91,45 @@ struct StreamDecodeTiling {
     return kBarrierBytes + query_bytes(heads, head_dim, group_size) +
            stages(heads, head_dim, group_size) * stage_bytes(heads, head_dim);
   }
-  // K/V by TMA (pages of a multiple of kTmaBoxTokens tokens): boxes of 8 tokens x the block's
-  // heads land as [head][64-element column block][8 tokens][128 B] in the 128-byte swizzle,
-  // rows 128 B-aligned (no padding: the bulk copies' L2 penalty above goes) and conflict-free
-  // for ldmatrix (8 consecutive tokens of one head and column block take 8 swizzle phases).
-  // A stage starts on an 8-token boundary; the kernel masks the tokens before the row's range.
+  // K/V by TMA (decode_stream_kernel.cuh): boxes of `box_tokens` tokens (8 where the page
+  // size is a multiple of 8, else 1) x the block's heads land as
+  // [box][head][64-element column block][box_tokens rows of 128 B] in the 128-byte swizzle:
+  // rows 128 B-aligned (no padding, so no L2 penalty) and conflict-free for ldmatrix, because
+  // 8 consecutive tokens of one head and column block sit in rows of 8 different swizzle
+  // phases (address bits 7-9). Boxes of 8 tokens are 8 rows per (head, block), so the phase is
+  // the token; single-token boxes are spaced by an odd number of rows, so it advances by an
+  // odd step per token. A sub-unit's stages start on a box boundary; the kernel masks the
+  // keys before its range.
   static constexpr int kTmaBoxTokens = 8;
   static constexpr int kSwizzleAtomBytes = 1024;  // the swizzle repeats every 8 rows of 128 B
-  static constexpr int tma_box_bytes(int heads, int head_dim) {
-    return kTmaBoxTokens * heads * head_dim * kElemBytes;
+  static constexpr int kSwizzleRowBytes = 128;
+  static constexpr int tma_rows_per_token(int heads, int head_dim) {
+    return heads * head_dim * kElemBytes / kSwizzleRowBytes;
   }
-  static constexpr int tma_stage_bytes(int heads, int head_dim) {
-    return 2 * stage_tokens(heads) * heads * head_dim * kElemBytes;  // K then V
+  // Bytes from one box to the next in a stage.
+  static constexpr int tma_box_stride(int heads, int head_dim, int box_tokens) {
+    const int rows = tma_rows_per_token(heads, head_dim);
+    return box_tokens == 1 ? (rows % 2 == 1 ? rows : rows + 1) * kSwizzleRowBytes
+                           : box_tokens * rows * kSwizzleRowBytes;
+  }
+  static constexpr int tma_box_bytes(int heads, int head_dim, int box_tokens) {
+    return box_tokens * tma_rows_per_token(heads, head_dim) * kSwizzleRowBytes;
+  }
+  static constexpr int tma_stage_bytes(int heads, int head_dim, int box_tokens) {
+    return 2 * (stage_tokens(heads) / box_tokens) * tma_box_stride(heads, head_dim, box_tokens);
   }
   // The stages start on a swizzle atom: the dynamic shared memory is only 16-byte aligned,
   // so one atom more is asked for and the start rounded up at run time.
-  static constexpr int tma_stages(int heads, int head_dim, int group_size) {
+  static constexpr int tma_stages(int heads, int head_dim, int group_size, int box_tokens) {
     const int room = kSmemBudget - kBarrierBytes - query_bytes(heads, head_dim, group_size) -
                      kSwizzleAtomBytes;
-    const int fit = room / tma_stage_bytes(heads, head_dim);
+    const int fit = room / tma_stage_bytes(heads, head_dim, box_tokens);
     return fit < kMaxStages ? fit : kMaxStages;
   }
-  static constexpr int tma_smem_bytes(int heads, int head_dim, int group_size, int stages) {
+  static constexpr int tma_smem_bytes(int heads, int head_dim, int group_size, int box_tokens,
+                                      int stages) {
     return kBarrierBytes + query_bytes(heads, head_dim, group_size) + kSwizzleAtomBytes +
-           stages * tma_stage_bytes(heads, head_dim);
+           stages * tma_stage_bytes(heads, head_dim, box_tokens);
   }
   // Shared by the planner's cost model: what an item costs beyond streaming its tokens
   // (query load, epilogue), in tokens of one sub-unit.
@@ -125,8 +140,8 @@ struct StreamDecodeTiling {
 
 static_assert(StreamDecodeTiling::stages(8, 128, 16) >= 2 && StreamDecodeTiling::stages(4, 256, 16) >= 2 &&
               StreamDecodeTiling::stages(8, 64, 16) >= 2);
-static_assert(StreamDecodeTiling::tma_stages(8, 128, 16) >= 2 &&
-              StreamDecodeTiling::tma_stages(4, 256, 16) >= 2 &&
-              StreamDecodeTiling::tma_stages(8, 64, 16) >= 2);
+static_assert(StreamDecodeTiling::tma_stages(8, 128, 16, 1) >= 2 &&
+              StreamDecodeTiling::tma_stages(4, 256, 16, 1) >= 2 &&
+              StreamDecodeTiling::tma_stages(8, 64, 16, 1) >= 2);
 
 }  // namespace flashpage
