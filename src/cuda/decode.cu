@@ -183,7 +183,8 @@ void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, in
 
 // Experiment knobs, read once (bench/NOTES.md records what they showed):
 // FLASHPAGE_DECODE_STAGES=N caps the streamed kernel's ring depth (>= 2),
-// FLASHPAGE_DECODE_L2_HINT=0 drops its L2 evict-first hint on K/V copies,
+// FLASHPAGE_DECODE_L2_HINT=0 drops its L2 evict-first hint on K/V bulk copies (TMA boxes
+// keep it),
 // FLASHPAGE_DECODE_ABLATE=bits leaves stages out to time the rest (StreamDecodeArgs::ablate;
 // the results are wrong: benchmarks only), FLASHPAGE_DECODE_TMA=0 keeps K/V on per-token bulk
 // copies, =1 makes a refused tensor map an error (for A/B runs).
