@@ -18,7 +18,8 @@ constexpr int64_t kMaxDim = int64_t(1) << 32;
 
 // One of K or V: base, strides (elements), storage span (elements). False: no map.
 bool make_map(KvTmaMap& m, const void* base, int64_t stride_unit, int64_t stride_token,
-              int64_t stride_head, int64_t span, const PrefillTcParams& p, int box_rows) {
+              int64_t stride_head, int64_t span, const PrefillTcParams& p, int box_rows,
+              int l2_promotion_bytes) {
   if (base == nullptr || span <= 0 || stride_token <= 0 || stride_unit < 0) return false;
   if (stride_unit % stride_token != 0) return false;
   m.unit_tokens = stride_unit / stride_token;
@@ -38,21 +39,21 @@ bool make_map(KvTmaMap& m, const void* base, int64_t stride_unit, int64_t stride
       uint64_t((heads_first ? stride_token : stride_head) * kElemBytes)};
   const uint32_t box[3] = {uint32_t(kBoxCols), heads_first ? 1u : uint32_t(box_rows),
                            heads_first ? uint32_t(box_rows) : 1u};
-  return encode_tensor_map_16bit_swizzle128(m.map, base, dims, strides, box);
+  return encode_tensor_map_16bit_swizzle128(m.map, base, dims, strides, box, l2_promotion_bytes);
 }
 
 }  // namespace
 
-KvTma make_kv_tma(const PrefillTcParams& p) {
+KvTma make_kv_tma(const PrefillTcParams& p, int l2_promotion_bytes) {
   KvTma t;
   const int slice_rows = kv_slice_rows(p.head_dim);
   const bool paged = p.page_indices != nullptr;
   const int box_rows = paged ? std::gcd(p.page_size, slice_rows) : slice_rows;
   if (box_rows < kMinBoxRows) return t;
   if (!make_map(t.k, p.k, p.k_stride_unit, p.k_stride_token, p.k_stride_head, p.k_span, p,
-                box_rows) ||
+                box_rows, l2_promotion_bytes) ||
       !make_map(t.v, p.v, p.v_stride_unit, p.v_stride_token, p.v_stride_head, p.v_span, p,
-                box_rows))
+                box_rows, l2_promotion_bytes))
     return t;
   t.box_rows = box_rows;
   return t;

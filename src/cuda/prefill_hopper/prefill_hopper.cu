@@ -97,6 +97,7 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
 // FLASHPAGE_PREFILL_L2_BAND=0 runs every KV head in one band (split_band),
 // FLASHPAGE_PREFILL_PINGPONG=0 lets the consumer warpgroups issue GEMMs without taking turns,
 // FLASHPAGE_PREFILL_TMA=0 loads every K/V tile by cp.async (kv_tma.h),
+// FLASHPAGE_PREFILL_TMA_PROMOTION=0|128|256 sets the K/V maps' L2 promotion (256 by default),
 // FLASHPAGE_PREFILL_FOLD=0 strides causal schedules unit by unit (scheduler.cuh, folding),
 // FLASHPAGE_PREFILL_ROW_MAJOR=0 orders non-causal ragged ranges rank-major (HopperArgs).
 struct HopperKnobs {
@@ -104,6 +105,7 @@ struct HopperKnobs {
   bool l2_bands = true;
   bool pingpong = true;
   bool tma = true;
+  int tma_promotion = 256;
   bool fold = true;
   bool row_major = true;
 };
@@ -114,6 +116,8 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_L2_BAND")) k.l2_bands = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_PINGPONG")) k.pingpong = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_TMA")) k.tma = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_TMA_PROMOTION"))
+      k.tma_promotion = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_FOLD")) k.fold = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_ROW_MAJOR"))
       k.row_major = std::atoi(v) != 0;
@@ -209,7 +213,7 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     m.block_n = prefill_hopper::kv_tile_rows(p.head_dim);
     a.fold = prefill_hopper::fold_pays(m);
   }
-  if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p);
+  if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p, hopper_knobs().tma_promotion);
 
   if (p.dtype == DType::bf16)
     dispatch_head_dim<__nv_bfloat16>(a, grid, stream);
