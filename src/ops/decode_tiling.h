@@ -46,7 +46,8 @@ struct StreamDecodeTiling {
   // +16 B per token row shifts rows by 4 banks (conflict-free ldmatrix). The price, measured
   // (bench/NOTES.md): bulk copies into rows that start 16 B off a 128 B line cost the L2 extra
   // requests (19% "hits", 6% less DRAM throughput than 128 B-aligned rows); 32 B padding was
-  // worse (10% hits plus 2-way conflicts). Aligned and conflict-free needs swizzled copies.
+  // worse (10% hits plus 2-way conflicts). The TMA boxes below are aligned and conflict-free;
+  // padded rows remain for the bulk-copy fallback.
   static constexpr int kRowPadBytes = 16;
   static constexpr int kMinConsumerWarps = 4;
   static constexpr int kMaxStages = 8;
