@@ -322,15 +322,9 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
                      "tensor maps (page_size ", kv.page_size(), ", head_dim ", d, ")");
     }
     const int box_tokens = sa.kv_box_tokens;
-    sa.stages = box_tokens > 0 ? StreamDecodeTiling::tma_stages(heads, d, args.group_size, box_tokens)
-                               : StreamDecodeTiling::stages(heads, d, args.group_size);
+    sa.stages = StreamDecodeTiling::stages(heads, d, args.group_size, box_tokens);
     if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);
-    sa.smem_bytes = box_tokens > 0
-                        ? StreamDecodeTiling::tma_smem_bytes(heads, d, args.group_size, box_tokens,
-                                                             sa.stages)
-                        : StreamDecodeTiling::kBarrierBytes +
-                              StreamDecodeTiling::query_bytes(heads, d, args.group_size) +
-                              sa.stages * StreamDecodeTiling::stage_bytes(heads, d);
+    sa.smem_bytes = StreamDecodeTiling::smem_bytes(heads, d, args.group_size, box_tokens, sa.stages);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;

@@ -75,14 +75,9 @@ struct StreamDecodeBlock {
     row_bytes = Tiling::token_row_bytes(heads, kHeadDim);
     stage_tokens = Tiling::kSliceTokens * (kConsumerWarps / heads);
     box_tokens = a.kv_box_tokens;
-    if (box_tokens > 0) {
-      box_bytes = Tiling::tma_box_bytes(heads, kHeadDim, box_tokens);
-      box_stride = Tiling::tma_box_stride(heads, kHeadDim, box_tokens);
-      stage_bytes = Tiling::tma_stage_bytes(heads, kHeadDim, box_tokens);
-    } else {
-      box_bytes = box_stride = 0;
-      stage_bytes = 2 * stage_tokens * row_bytes;
-    }
+    stage_bytes = Tiling::stage_bytes(heads, kHeadDim, box_tokens);
+    box_bytes = box_tokens > 0 ? Tiling::tma_box_bytes(heads, kHeadDim, box_tokens) : 0;
+    box_stride = box_tokens > 0 ? Tiling::tma_box_stride(heads, kHeadDim, box_tokens) : 0;
     query_rows = Tiling::query_rows(a.d.group_size);
     sub_units = (a.d.num_kv_heads / heads) * a.query_groups;
     bars = ptx::smem_addr(smem);

@@ -76,21 +76,9 @@ struct StreamDecodeTiling {
   static constexpr int token_row_bytes(int heads, int head_dim) {
     return heads * head_dim * kElemBytes + kRowPadBytes;
   }
-  static constexpr int stage_bytes(int heads, int head_dim) {
-    return 2 * stage_tokens(heads) * token_row_bytes(heads, head_dim);  // K then V
-  }
   static constexpr int query_row_bytes(int head_dim) { return head_dim * kElemBytes + kRowPadBytes; }
   static constexpr int query_bytes(int heads, int head_dim, int group_size) {
     return heads * query_rows(group_size) * query_row_bytes(head_dim);
-  }
-  static constexpr int stages(int heads, int head_dim, int group_size) {
-    const int room = kSmemBudget - kBarrierBytes - query_bytes(heads, head_dim, group_size);
-    const int fit = room / stage_bytes(heads, head_dim);
-    return fit < kMaxStages ? fit : kMaxStages;
-  }
-  static constexpr int smem_bytes(int heads, int head_dim, int group_size) {
-    return kBarrierBytes + query_bytes(heads, head_dim, group_size) +
-           stages(heads, head_dim, group_size) * stage_bytes(heads, head_dim);
   }
   // K/V by TMA (decode_stream_kernel.cuh): boxes of `box_tokens` tokens (8 where the page
   // size is a multiple of 8, else 1) x the block's heads land as
@@ -116,21 +104,30 @@ struct StreamDecodeTiling {
   static constexpr int tma_box_bytes(int heads, int head_dim, int box_tokens) {
     return box_tokens * tma_rows_per_token(heads, head_dim) * kSwizzleRowBytes;
   }
-  static constexpr int tma_stage_bytes(int heads, int head_dim, int box_tokens) {
-    return 2 * (stage_tokens(heads) / box_tokens) * tma_box_stride(heads, head_dim, box_tokens);
+  // The ring, for K/V in padded rows (box_tokens 0: bulk copies) or in TMA boxes. Bytes of
+  // one stage, K then V:
+  static constexpr int stage_bytes(int heads, int head_dim, int box_tokens) {
+    return box_tokens == 0
+               ? 2 * stage_tokens(heads) * token_row_bytes(heads, head_dim)
+               : 2 * (stage_tokens(heads) / box_tokens) *
+                     tma_box_stride(heads, head_dim, box_tokens);
   }
-  // The stages start on a swizzle atom: the dynamic shared memory is only 16-byte aligned,
-  // so one atom more is asked for and the start rounded up at run time.
-  static constexpr int tma_stages(int heads, int head_dim, int group_size, int box_tokens) {
-    const int room = kSmemBudget - kBarrierBytes - query_bytes(heads, head_dim, group_size) -
-                     kSwizzleAtomBytes;
-    const int fit = room / tma_stage_bytes(heads, head_dim, box_tokens);
+  // What precedes the stages: barriers, the query slot and, for TMA boxes, one swizzle atom
+  // (the dynamic shared memory is only 16-byte aligned; the kernel rounds the stages' start
+  // up to an atom).
+  static constexpr int fixed_bytes(int heads, int head_dim, int group_size, int box_tokens) {
+    return kBarrierBytes + query_bytes(heads, head_dim, group_size) +
+           (box_tokens == 0 ? 0 : kSwizzleAtomBytes);
+  }
+  static constexpr int stages(int heads, int head_dim, int group_size, int box_tokens) {
+    const int room = kSmemBudget - fixed_bytes(heads, head_dim, group_size, box_tokens);
+    const int fit = room / stage_bytes(heads, head_dim, box_tokens);
     return fit < kMaxStages ? fit : kMaxStages;
   }
-  static constexpr int tma_smem_bytes(int heads, int head_dim, int group_size, int box_tokens,
-                                      int stages) {
-    return kBarrierBytes + query_bytes(heads, head_dim, group_size) + kSwizzleAtomBytes +
-           stages * tma_stage_bytes(heads, head_dim, box_tokens);
+  static constexpr int smem_bytes(int heads, int head_dim, int group_size, int box_tokens,
+                                  int stages) {
+    return fixed_bytes(heads, head_dim, group_size, box_tokens) +
+           stages * stage_bytes(heads, head_dim, box_tokens);
   }
   // Shared by the planner's cost model: what an item costs beyond streaming its tokens
   // (query load, epilogue), in tokens of one sub-unit.
@@ -139,10 +136,13 @@ struct StreamDecodeTiling {
   static constexpr int kMinPieceTokens = 64;
 };
 
-static_assert(StreamDecodeTiling::stages(8, 128, 16) >= 2 && StreamDecodeTiling::stages(4, 256, 16) >= 2 &&
-              StreamDecodeTiling::stages(8, 64, 16) >= 2);
-static_assert(StreamDecodeTiling::tma_stages(8, 128, 16, 1) >= 2 &&
-              StreamDecodeTiling::tma_stages(4, 256, 16, 1) >= 2 &&
-              StreamDecodeTiling::tma_stages(8, 64, 16, 1) >= 2);
+// Two stages at least for the largest query slot, padded rows and single-token boxes (the
+// largest stages); tests/test_stream_decode_plan.cpp checks every block shape.
+static_assert(StreamDecodeTiling::stages(8, 128, 16, 0) >= 2 &&
+              StreamDecodeTiling::stages(4, 256, 16, 0) >= 2 &&
+              StreamDecodeTiling::stages(8, 64, 16, 0) >= 2);
+static_assert(StreamDecodeTiling::stages(8, 128, 16, 1) >= 2 &&
+              StreamDecodeTiling::stages(4, 256, 16, 1) >= 2 &&
+              StreamDecodeTiling::stages(8, 64, 16, 1) >= 2);
 
 }  // namespace flashpage
