@@ -67,6 +67,12 @@ for stage in $STAGES; do
           --gtest_filter='Decode.Cuda*' --gtest_brief=1 >"$OUT/test_ops_bulk.log" 2>&1 || fails=$((fails + 1))
         note "test test_ops (decode by bulk copies): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_ops_bulk.log" | tr '\n' ' ' | head -c 200)"
       fi
+      # And with other producer-warp counts than the default (clamped to what a shape allows).
+      for p in ${PRODUCER_TESTS:-1 4}; do
+        FLASHPAGE_DECODE_PRODUCERS=$p timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/test_ops" \
+          --gtest_filter='Decode.Cuda*' --gtest_brief=1 >"$OUT/test_ops_producers$p.log" 2>&1 || fails=$((fails + 1))
+        note "test test_ops (decode, $p producer warps): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_ops_producers$p.log" | tr '\n' ' ' | head -c 200)"
+      done
       grep -h -A3 '\[  FAILED  \]' "$OUT"/test_*.log | head -60 >"$OUT/failures.txt"
       note "test binaries failing: $fails"
       ;;

@@ -3,9 +3,12 @@
 // list (the planner balances tokens across blocks, cutting rows where needed; cut rows are
 // merged afterwards from their partials).
 //
-// Warp roles. The last warp is the producer: for each sub-unit (item x KV-head block x
-// query-head group) it bulk-copies the query rows into the query slot, then streams the
-// item's K/V tokens into a ring of shared-memory stages, in one of two ways:
+// Warp roles. The warps after the consumers are producers (args.producer_warps): for each
+// sub-unit (item x KV-head block x query-head group) the first bulk-copies the query rows into
+// the query slot, and producer p fills the ring's stages whose sequence number is p mod the
+// producer count (a copy with per-lane operands is issued lane by lane, ~100 cycles each: one
+// warp cannot keep up with single-token copies), with the item's K/V tokens, in one of two
+// ways:
 //  - TMA (args.kv_box_tokens > 0, where the driver encodes the tensor maps): one box per 8
 //    tokens (pages of a multiple of 8) or per token (other page sizes) of K and of V covering
 //    all the block's KV heads, into 128-byte-swizzled stages (rows 128 B-aligned,
@@ -48,7 +51,9 @@ struct StreamDecodeBlock {
   static constexpr int kVecBytes = 16;
   static constexpr int kHeadBytes = kHeadDim * Tiling::kElemBytes;
   static constexpr int kQueryRowBytes = Tiling::query_row_bytes(kHeadDim);
-  static constexpr int kThreads = (kConsumerWarps + 1) * 32;
+  // Producer warps: 1 to kMaxProducerWarps at run time (args.producer_warps).
+  static constexpr int kMaxProducerWarps = Tiling::max_producer_warps(kConsumerWarps);
+  static constexpr int kMaxThreads = (kConsumerWarps + kMaxProducerWarps) * 32;
   // Stage tokens per producer lane: a stage holds 16 tokens per warp sharing a head, at most
   // 4 warps per head (1 KV head per block, 4 consumer warps): 64 tokens.
   static constexpr int kTokensPerLane = 2;
@@ -255,12 +260,13 @@ struct StreamDecodeBlock {
   }
 
   __device__ __forceinline__ void produce(const ProducerStart& start) {
+    const int producer = warp - kConsumerWarps, producers = a.producer_warps;
     const uint64_t policy = ptx::l2_evict_first_policy();
     const uint8_t* q = static_cast<const uint8_t*>(a.d.q);
     const uint8_t* k = static_cast<const uint8_t*>(a.d.k_pages);
     const uint8_t* v = static_cast<const uint8_t*>(a.d.v_pages);
     const PageTableView& pt = a.d.pages;
-    int stage = 0;
+    int stage = 0, turn = 0;  // turn: the stage's sequence number mod producers
     uint32_t phase = 0, q_phase = 0;
     int4 item = start.item;
     int32_t page_base = start.page_base;
@@ -271,27 +277,32 @@ struct StreamDecodeBlock {
       const int32_t* row_pages = pt.indices + page_base;
       for (int u = 0; u < sub_units; ++u) {
         const SubUnit su = sub_unit(item, u);
-        // Query rows of the block's heads into the (single) query slot, once the consumers
-        // hold the previous sub-unit's queries in registers.
-        ptx::mbarrier_wait(q_empty_bar(), q_phase ^ 1u);
-        const int copies = heads * su.rows;
-        if (lane == 0) ptx::mbarrier_arrive_expect_tx(q_full_bar(), uint32_t(copies * kHeadBytes));
-        __syncwarp();
-        for (int e = lane; e < copies; e += 32) {
-          const int h = e / su.rows, r = e - h * su.rows;
-          const int head = (su.kv_head0 + h) * a.d.group_size + su.q_offset + r;
-          const uint8_t* src =
-              q + (int64_t(su.row) * a.d.q_stride_batch + int64_t(head) * a.d.q_stride_head) * 2;
-          ptx::bulk_copy_g2s(q_slot + uint32_t((h * query_rows + r) * kQueryRowBytes), src,
-                             kHeadBytes, q_full_bar());
+        if (producer == 0) {
+          // Query rows of the block's heads into the (single) query slot, once the consumers
+          // hold the previous sub-unit's queries in registers.
+          ptx::mbarrier_wait(q_empty_bar(), q_phase ^ 1u);
+          const int copies = heads * su.rows;
+          if (lane == 0) ptx::mbarrier_arrive_expect_tx(q_full_bar(), uint32_t(copies * kHeadBytes));
+          __syncwarp();
+          for (int e = lane; e < copies; e += 32) {
+            const int h = e / su.rows, r = e - h * su.rows;
+            const int head = (su.kv_head0 + h) * a.d.group_size + su.q_offset + r;
+            const uint8_t* src =
+                q + (int64_t(su.row) * a.d.q_stride_batch + int64_t(head) * a.d.q_stride_head) * 2;
+            ptx::bulk_copy_g2s(q_slot + uint32_t((h * query_rows + r) * kQueryRowBytes), src,
+                               kHeadBytes, q_full_bar());
+          }
+          q_phase ^= 1u;
         }
-        q_phase ^= 1u;
 
         for (int tile_lo = su.start; tile_lo < su.hi; tile_lo += stage_tokens) {
-          if (box_tokens > 0)
-            produce_boxes(su, tile_lo, row_pages, stage, phase, policy);
-          else
-            produce_rows(su, tile_lo, row_pages, stage, phase, policy, k, v);
+          if (turn == producer) {
+            if (box_tokens > 0)
+              produce_boxes(su, tile_lo, row_pages, stage, phase, policy);
+            else
+              produce_rows(su, tile_lo, row_pages, stage, phase, policy, k, v);
+          }
+          if (++turn == producers) turn = 0;
           if (++stage == a.stages) {
             stage = 0;
             phase ^= 1u;
@@ -441,7 +452,7 @@ struct StreamDecodeBlock {
     if (box_tokens == 0) {
       const int v_bytes = stage_bytes / 2;
       for (int s = 0; s < a.stages; ++s)
-        for (int at = int(threadIdx.x) * 16; at < v_bytes; at += kThreads * 16)
+        for (int at = int(threadIdx.x) * 16; at < v_bytes; at += int(blockDim.x) * 16)
           *reinterpret_cast<uint4*>(smem + (v_stage(s) - bars) + at) = make_uint4(0, 0, 0, 0);
     }
     ptx::fence_proxy_async_shared();
@@ -459,15 +470,18 @@ struct StreamDecodeBlock {
 };
 
 template <class T, int kHeadDim, int kConsumerWarps>
-__global__ void __launch_bounds__((kConsumerWarps + 1) * 32, 1)
+__global__ void __launch_bounds__(StreamDecodeBlock<T, kHeadDim, kConsumerWarps>::kMaxThreads, 1)
     stream_decode_kernel(const __grid_constant__ StreamDecodeArgs args) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) uint8_t smem[];
   StreamDecodeBlock<T, kHeadDim, kConsumerWarps> block(args, smem);
   typename StreamDecodeBlock<T, kHeadDim, kConsumerWarps>::ProducerStart start;
-  if (block.warp == kConsumerWarps) start = block.producer_start();
+  if (block.warp >= kConsumerWarps) start = block.producer_start();
   block.init(smem);
-  if (block.warp == kConsumerWarps) {
+  // The split merge, launched as a programmatic dependent, may take its place on the SMs now;
+  // it waits in griddepcontrol.wait until this grid's memory is complete.
+  if (args.trigger_dependents) ptx::griddepcontrol_launch_dependents();
+  if (block.warp >= kConsumerWarps) {
     block.produce(start);
   } else {
     block.consume();
@@ -484,7 +498,13 @@ void launch_stream_decode_warps(const StreamDecodeArgs& args, int grid, cudaStre
   constexpr auto kernel = &stream_decode_kernel<T, kHeadDim, kConsumerWarps>;
   // The limit is set once per kernel: the largest any group size needs.
   allow_shared_memory<kernel>(StreamDecodeTiling::kSmemBudget);
-  kernel<<<grid, (kConsumerWarps + 1) * 32, args.smem_bytes, stream>>>(args);
+  using Block = StreamDecodeBlock<T, kHeadDim, kConsumerWarps>;
+  check::require(args.producer_warps >= 1 && args.producer_warps <= Block::kMaxProducerWarps &&
+                     args.producer_warps <= args.stages,
+                 "batch_decode: expected 1 to ", Block::kMaxProducerWarps,
+                 " producer warps (and no more than the ", args.stages, " stages), got ",
+                 args.producer_warps);
+  kernel<<<grid, (kConsumerWarps + args.producer_warps) * 32, args.smem_bytes, stream>>>(args);
   FP_CUDA_CHECK_LAUNCH();
 }
 

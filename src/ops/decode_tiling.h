@@ -66,6 +66,12 @@ struct StreamDecodeTiling {
     return heads > kMinConsumerWarps ? heads : kMinConsumerWarps;
   }
   static constexpr int warps_per_head(int heads) { return consumer_warps(heads) / heads; }
+  // Producer warps beside the consumers: up to 4, but 2 beside 8 consumer warps (320 threads
+  // leave the 8-consumer kernels their ~170 registers). Never more than the ring's stages: a
+  // producer then never runs a whole ring ahead of the consumers' releases it waits on.
+  static constexpr int max_producer_warps(int consumer_warps) {
+    return consumer_warps >= 8 ? 2 : 4;
+  }
   static constexpr int stage_tokens(int heads) { return kSliceTokens * warps_per_head(heads); }
   static constexpr int query_rows(int group_size) {
     return group_size < kRowsPerWarp ? group_size : kRowsPerWarp;
