@@ -48,7 +48,6 @@ struct StreamDecodeArgs {
   bool heads_contiguous = true; // a token's heads are adjacent (NHD): one copy per token
   bool l2_evict_first = true;   // K/V copies hint L2 to evict them first (read once a step)
   int32_t producer_warps = 1;   // warps filling the ring, stage by stage in turn
-  bool trigger_dependents = true;  // griddepcontrol.launch_dependents at the start (the merge)
   // Timing experiments only (FLASHPAGE_DECODE_ABLATE, wrong results): bit 0 = consumers skip
   // the math (the producer's streaming alone), bit 1 = no merge launch.
   int32_t ablate = 0;

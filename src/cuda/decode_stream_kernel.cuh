@@ -478,9 +478,6 @@ __global__ void __launch_bounds__(StreamDecodeBlock<T, kHeadDim, kConsumerWarps>
   typename StreamDecodeBlock<T, kHeadDim, kConsumerWarps>::ProducerStart start;
   if (block.warp >= kConsumerWarps) start = block.producer_start();
   block.init(smem);
-  // The split merge, launched as a programmatic dependent, may take its place on the SMs now;
-  // it waits in griddepcontrol.wait until this grid's memory is complete.
-  if (args.trigger_dependents) ptx::griddepcontrol_launch_dependents();
   if (block.warp >= kConsumerWarps) {
     block.produce(start);
   } else {
