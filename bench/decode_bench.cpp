@@ -136,6 +136,28 @@ void run_case(const Heads& h, const Shape2& shape, int64_t page_size, int reps_w
       reps, pools, (long long)plan.num_work, (long long)plan.num_partials, (long long)plan.grid,
       shape.len == 0 ? json_lengths(lengths).c_str() : "null");
   std::fflush(stdout);
+  // FLASHPAGE_DECODE_ABLATE with bit 2 (and bit 1): one more call whose kernel writes each
+  // block's SM, start and end into the (zeroed) LSE output; printed to stderr as JSON.
+  const char* ablate = std::getenv("FLASHPAGE_DECODE_ABLATE");
+  if (ablate != nullptr && (std::atoi(ablate) & 4) && shape.batch * h.hq >= 3 * plan.grid) {
+    Tensor lse = Tensor::empty({shape.batch, h.hq}, DType::f32, gpu);
+    BENCH_CUDA(cudaMemsetAsync(lse.data(), 0, lse.nbytes(), stream));
+    batch_decode(ws, plan, q, kvs[0], params, out, lse, stream);
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    const Tensor host_lse = lse.to(Device::cpu());
+    const uint32_t* rec = static_cast<const uint32_t*>(host_lse.data());
+    std::string blocks;
+    for (int64_t k = 0; k < plan.grid; ++k) {
+      const uint32_t* r = rec + 3 * k;
+      blocks += (k ? ",[" : "[") + std::to_string(r[0]) + "," + std::to_string(r[1]) + "," +
+                std::to_string(r[2]) + "]";
+    }
+    std::fprintf(stderr,
+                 "{\"block_times\":{\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,"
+                 "\"seq_len\":%lld,\"page_size\":%lld,\"blocks\":[%s]}}\n",
+                 (long long)h.hq, (long long)h.hkv, (long long)h.d, (long long)shape.batch,
+                 (long long)shape.len, (long long)page_size, blocks.c_str());
+  }
   BENCH_CUDA(cudaStreamDestroy(stream));
 }
 

@@ -49,7 +49,8 @@ struct StreamDecodeArgs {
   bool l2_evict_first = true;   // K/V copies hint L2 to evict them first (read once a step)
   int32_t producer_warps = 1;   // warps filling the ring, stage by stage in turn
   // Timing experiments only (FLASHPAGE_DECODE_ABLATE, wrong results): bit 0 = consumers skip
-  // the math (the producer's streaming alone), bit 1 = no merge launch.
+  // the math (the producer's streaming alone), bit 1 = no merge launch, bit 2 = per-block
+  // times into the LSE output (StreamDecodeBlock::record_block_time).
   int32_t ablate = 0;
 };
 

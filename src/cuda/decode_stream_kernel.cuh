@@ -444,6 +444,19 @@ struct StreamDecodeBlock {
     }
   }
 
+  // Timing experiment (ablate bit 2, with bit 1: no merge; wrong results): writes the block's
+  // SM, start and end (globaltimer, low 32 bits: the last consumer warp to finish) as 3 u32
+  // at out-LSE [3 * block] (the caller sizes it and zeroes it).
+  __device__ __forceinline__ void record_block_time(uint64_t t_start) const {
+    if (lane != 0 || a.d.lse == nullptr) return;
+    uint32_t* rec = reinterpret_cast<uint32_t*>(a.d.lse) + 3 * blockIdx.x;
+    if (warp == 0) {
+      rec[0] = ptx::smid();
+      rec[1] = uint32_t(t_start);
+    }
+    atomicMax(rec + 2, uint32_t(ptx::globaltimer()));
+  }
+
   // Padded rows: zeroes the V half of every stage once: tokens past an item's end are never
   // copied, and their P = 0 must not meet NaN bit patterns in P.V (masked K rows are
   // harmless: their logits are replaced by -inf). (TMA stages zero such rows per slice.)
@@ -481,7 +494,9 @@ __global__ void __launch_bounds__(StreamDecodeBlock<T, kHeadDim, kConsumerWarps>
   if (block.warp >= kConsumerWarps) {
     block.produce(start);
   } else {
+    const uint64_t t_start = (args.ablate & 4) ? ptx::globaltimer() : 0;
     block.consume();
+    if (args.ablate & 4) block.record_block_time(t_start);
   }
 #endif
 }
