@@ -21,14 +21,12 @@ struct Config {
 };
 
 // Checks the invariants; returns the largest block load in tokens (overhead included).
-// `lists`: the launch's blocks, persistent ones and tail lists (default: c.blocks, no tail).
 int64_t check_work(const StreamDecodeWork& w, const std::vector<int64_t>& lengths,
-                   const Config& c, int64_t max_partials, int64_t lists = 0) {
+                   const Config& c, int64_t max_partials) {
   const int64_t batch = int64_t(lengths.size());
   const int wph = StreamDecodeTiling::warps_per_head(
       StreamDecodeTiling::heads_per_block(int(c.hkv), int(c.d)));
-  if (lists == 0) lists = c.blocks;
-  EXPECT_EQ(w.block_indptr.size(), size_t(lists) + 1);
+  EXPECT_EQ(w.block_indptr.size(), size_t(c.blocks) + 1);
   EXPECT_EQ(w.block_indptr.front(), 0);
   EXPECT_EQ(w.block_indptr.back(), int32_t(w.items.size()));
   EXPECT_EQ(w.merge_indptr.size(), size_t(batch) + 1);
@@ -37,7 +35,7 @@ int64_t check_work(const StreamDecodeWork& w, const std::vector<int64_t>& length
   int64_t max_load = 0;
   std::map<int32_t, std::vector<std::pair<int32_t, int32_t>>> ranges;  // row -> [begin, end)
   std::map<int32_t, std::vector<int32_t>> slots;
-  for (int64_t k = 0; k < lists; ++k) {
+  for (int64_t k = 0; k < c.blocks; ++k) {
     EXPECT_LE(w.block_indptr[size_t(k)], w.block_indptr[size_t(k) + 1]);
     int64_t load = 0;
     for (int32_t i = w.block_indptr[size_t(k)]; i < w.block_indptr[size_t(k) + 1]; ++i) {
@@ -108,51 +106,6 @@ TEST(StreamDecodePlan, RandomBatchesCoveredAndBalanced) {
     const StreamDecodeWork whole =
         flashpage::plan_stream_decode(lengths, c.hkv, c.d, c.blocks, tight);
     check_work(whole, lengths, c, tight);
-  }
-}
-
-// A tail of 6% in one list per block: the grid is always blocks + tail lists (a captured
-// graph replays later plans), every row is still covered once, no tail list holds more than
-// its share, long batches fill the tail to about 6% of the tokens, and the persistent blocks stay
-// balanced (loads count each item's overhead).
-TEST(StreamDecodePlan, TailListsCoverTheLastTokens) {
-  FP_SEEDED_RNG(rng);
-  const std::vector<Config> configs = {{8, 128, 132}, {2, 256, 132}, {4, 128, 33}};
-  for (int i = 0; i < 200; ++i) {
-    const Config c = configs[size_t(rng.integer(0, int64_t(configs.size()) - 1))];
-    const int64_t batch = rng.integer(1, 300);
-    const int64_t longest = rng.pick(std::vector<int64_t>{1, 600, 9000, 40000});
-    std::vector<int64_t> lengths(static_cast<size_t>(batch));
-    for (auto& len : lengths) len = rng.integer(0, longest);
-    SCOPED_TRACE("case " + std::to_string(i) + " B=" + std::to_string(batch));
-    const flashpage::StreamDecodeTail tail{6, c.blocks};
-    const int64_t roomy = 1 << 20;
-    const StreamDecodeWork w =
-        flashpage::plan_stream_decode(lengths, c.hkv, c.d, c.blocks, roomy, tail);
-    check_work(w, lengths, c, roomy, 2 * c.blocks);
-    int64_t total = 0;
-    for (int64_t len : lengths) total += len + StreamDecodeTiling::kItemOverheadTokens;
-    auto load = [&](int64_t k) {
-      int64_t l = 0;
-      for (int32_t j = w.block_indptr[size_t(k)]; j < w.block_indptr[size_t(k) + 1]; ++j)
-        l += w.items[size_t(j)].end - w.items[size_t(j)].begin + StreamDecodeTiling::kItemOverheadTokens;
-      return l;
-    };
-    const int64_t tail_quota = total * 6 / 100 / c.blocks + StreamDecodeTiling::kItemOverheadTokens;
-    int64_t tail_tokens = 0, max_main = 0;
-    for (int64_t k = c.blocks; k < 2 * c.blocks; ++k) {
-      // (An empty row's item may overshoot by its overhead.)
-      EXPECT_LE(load(k), tail_quota + StreamDecodeTiling::kItemOverheadTokens) << "tail list " << k;
-      tail_tokens += load(k);
-    }
-    for (int64_t k = 0; k < c.blocks; ++k) max_main = std::max(max_main, load(k));
-    const int64_t share = (total - tail_tokens + c.blocks - 1) / c.blocks;
-    const int64_t slack = 4 * (StreamDecodeTiling::kMinPieceTokens +
-                               2 * StreamDecodeTiling::kItemOverheadTokens);
-    EXPECT_LE(max_main, share + share / 10 + slack) << "share " << share;
-    // Long batches fill the tail (its lists are then well above a minimum piece).
-    if (total * 6 / 100 / c.blocks >= 4 * StreamDecodeTiling::kMinPieceTokens)
-      EXPECT_GE(tail_tokens, total * 6 / 100 * 8 / 10);
   }
 }
 

@@ -140,10 +140,6 @@ struct StreamDecodeTiling {
   static constexpr int kItemOverheadTokens = 16;
   // Pieces shorter than this are not cut off a row (a partial costs more than it balances).
   static constexpr int kMinPieceTokens = 64;
-  // The tail (stream_decode_plan.h): ~kTailPercent of the tokens in kTailListsPerBlock lists
-  // per persistent block.
-  static constexpr int kTailPercent = 6;
-  static constexpr int kTailListsPerBlock = 1;
 };
 
 // Two stages at least for the largest query slot, padded rows and single-token boxes (the

@@ -1,7 +1,6 @@
 // The planners: read the host page table once per step and write the work list that the CPU
 // and CUDA runs share (layout in ops/workspace.h).
 #include <algorithm>
-#include <cstdlib>
 #include <numeric>
 
 #include "core/check.h"
@@ -29,20 +28,6 @@ int64_t concurrent_slots(Device device, int64_t head_dim) {
 #else
   return 1;
 #endif
-}
-
-// The streamed decode's tail (StreamDecodeTail) for `blocks` persistent blocks:
-// StreamDecodeTiling's defaults, or FLASHPAGE_DECODE_TAIL=percent and
-// FLASHPAGE_DECODE_TAIL_LISTS=lists per block (A/B runs; percent 0: no tail).
-StreamDecodeTail stream_decode_tail(int64_t blocks) {
-  static const std::pair<int, int> knobs = [] {
-    std::pair<int, int> k{StreamDecodeTiling::kTailPercent, StreamDecodeTiling::kTailListsPerBlock};
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_TAIL")) k.first = std::atoi(v);
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_TAIL_LISTS")) k.second = std::atoi(v);
-    return k;
-  }();
-  if (knobs.first <= 0) return {};
-  return {knobs.first, blocks * knobs.second};
 }
 
 // Shortest KV chunk worth a split: below this the merge (a partial of Hq*D floats written
@@ -153,13 +138,12 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
   const int64_t max_partials = (w.floats.numel()) / std::max<int64_t>(per_partial_floats, 1);
   const DecodeKernel kernel = choose_decode_kernel(ws.device(), kv.k_pages.dtype(), plan.head_dim);
   if (kernel == DecodeKernel::stream) {
-    // Persistent blocks, one per SM, each given an equal share of most tokens; the tail in
-    // small lists for the SMs that finish first.
+    // Persistent blocks, one per SM, each given an equal share of the tokens.
     const int64_t blocks = detail::cuda_sm_count(ws.device().index);
-    StreamDecodeWork work = plan_stream_decode(lengths, plan.num_kv_heads, plan.head_dim, blocks,
-                                               max_partials, stream_decode_tail(blocks));
+    StreamDecodeWork work =
+        plan_stream_decode(lengths, plan.num_kv_heads, plan.head_dim, blocks, max_partials);
     plan.num_partials = work.num_partials;
-    plan.grid = int64_t(work.block_indptr.size()) - 1;
+    plan.grid = blocks;
     plan.kv_chunk = 0;  // pieces vary in length
     return publish(w, plan, work.items, work.merge_indptr, kernel, work.block_indptr);
   }

@@ -18,22 +18,20 @@ struct Piece {
   int64_t block;
 };
 
-// Lays the rows end to end and cuts them into `blocks` shares of about `quota` tokens, then
-// `tail_lists` shares of about `tail_quota` (each item also costs kItemOverheadTokens).
-// Returns the pieces and whether the last share stayed within its quota (it absorbs what the
-// quotas underestimated).
+// Lays the rows end to end and cuts them into `blocks` shares of about `quota` tokens (each
+// item also costs kItemOverheadTokens). Returns the pieces and the last block's load, which
+// absorbs what the quota underestimated.
 std::vector<Piece> cut_rows(const std::vector<int64_t>& lengths, int64_t blocks, int64_t quota,
-                            int64_t tail_lists, int64_t tail_quota, bool& last_fits) {
+                            int64_t& last_load) {
   constexpr int64_t kOverhead = Tiling::kItemOverheadTokens;
   constexpr int64_t kMinPiece = Tiling::kMinPieceTokens;
-  const int64_t last = blocks + tail_lists - 1;
+  const int64_t last = blocks - 1;
   std::vector<Piece> pieces;
   int64_t block = 0, load = 0;
   auto next_block = [&] {
     if (block < last) {
       ++block;
       load = 0;
-      if (block == blocks) quota = tail_quota;
     }
   };
   for (size_t b = 0; b < lengths.size(); ++b) {
@@ -64,7 +62,7 @@ std::vector<Piece> cut_rows(const std::vector<int64_t>& lengths, int64_t blocks,
       if (load + kOverhead + kMinPiece > quota) next_block();
     }
   }
-  last_fits = block < last || load <= quota;
+  last_load = block == last ? load : 0;
   return pieces;
 }
 
@@ -92,8 +90,8 @@ std::vector<Piece> assign_rows(const std::vector<int64_t>& lengths, int64_t bloc
 }  // namespace
 
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t num_kv_heads,
-                                    int64_t head_dim, int64_t blocks, int64_t max_partials,
-                                    const StreamDecodeTail& tail) {
+                                    int64_t head_dim, int64_t blocks,
+                                    int64_t max_partials) {
   check::require(blocks >= 1, "plan_decode: expected at least one block, got ", blocks);
   const int heads = Tiling::heads_per_block(int(num_kv_heads), int(head_dim));
   const int64_t warps_per_head = Tiling::warps_per_head(heads);
@@ -105,20 +103,12 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
   // (a cut is linear in rows + blocks).
   int64_t total = 0;
   for (int64_t len : lengths) total += len + kOverhead;
-  // The tail: tail.lists lists holding about tail.percent of the tokens, run by blocks
-  // launched after the persistent ones, on whichever SMs finish first. Their number is fixed
-  // (the grid must not change between plans: a captured graph replays a later one); lists
-  // too short for a minimum piece stay empty.
-  const int64_t tail_lists = tail.lists;
-  const int64_t tail_quota =
-      tail_lists > 0 ? total * tail.percent / 100 / tail_lists + kOverhead : 0;
-  const int64_t main_total = std::max<int64_t>(1, total - tail_lists * (tail_quota - kOverhead));
-  int64_t lo = std::max<int64_t>(1, (main_total + blocks - 1) / blocks), hi = total + kOverhead;
+  int64_t lo = std::max<int64_t>(1, (total + blocks - 1) / blocks), hi = total + kOverhead;
   auto fits = [&](int64_t quota, std::vector<Piece>* out) {
-    bool last_fits = false;
-    std::vector<Piece> cut = cut_rows(lengths, blocks, quota, tail_lists, tail_quota, last_fits);
+    int64_t last_load = 0;
+    std::vector<Piece> cut = cut_rows(lengths, blocks, quota, last_load);
     if (out) *out = std::move(cut);
-    return last_fits;
+    return last_load <= quota;
   };
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo) / 2;
@@ -138,8 +128,7 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
       if (c > 1 || warps_per_head > 1) n += c * warps_per_head;
     return n;
   };
-  const int64_t lists = blocks + tail_lists;
-  if (count_partials(pieces) > max_partials) pieces = assign_rows(lengths, blocks);  // no tail
+  if (count_partials(pieces) > max_partials) pieces = assign_rows(lengths, blocks);
   const int64_t needed = count_partials(pieces);
   check::require(needed <= max_partials, "workspace: decode needs ", needed,
                  " partial slots, the workspace holds ", max_partials,
@@ -168,13 +157,13 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return pieces[x].block < pieces[y].block; });
-  work.block_indptr.assign(size_t(lists) + 1, 0);
+  work.block_indptr.assign(size_t(blocks) + 1, 0);
   for (size_t i : order) {
     const Piece& p = pieces[i];
     work.items.push_back({p.row, p.begin, p.end, slot_of[i]});
     ++work.block_indptr[size_t(p.block) + 1];
   }
-  for (int64_t k = 0; k < lists; ++k) work.block_indptr[size_t(k) + 1] += work.block_indptr[size_t(k)];
+  for (int64_t k = 0; k < blocks; ++k) work.block_indptr[size_t(k) + 1] += work.block_indptr[size_t(k)];
   return work;
 }
 
