@@ -6,6 +6,9 @@
 # the device image has).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Build first: the archive is stamped with HEAD, so it must hold HEAD's binaries (session 16
+# once packed a stale build under a newer commit). A dirty tree is stamped as such.
+ninja -C build/device >/dev/null || { echo "pack_device_build: the build failed"; exit 1; }
 # No kernel that spills or has its wgmma serialised goes to the GPU unnoticed.
 if [ "${PACK_SKIP_CHECK:-0}" != 1 ] && ! bench/check_kernel_resources.sh; then
   echo "pack_device_build: the kernel resource check failed (PACK_SKIP_CHECK=1 packs anyway)"
@@ -21,7 +24,7 @@ for lib in libstdc++.so.6 libgomp.so.1; do
   cp -L "$(g++ -print-file-name=$lib)" .devcarry/lib/ 2>/dev/null ||
     cp -L "/usr/lib/x86_64-linux-gnu/$lib" .devcarry/lib/
 done
-git rev-parse --short HEAD > .devcarry/COMMIT
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include tools bench tests || echo -dirty)" > .devcarry/COMMIT
 strip --strip-debug .devcarry/tests/* .devcarry/tools/* .devcarry/bench/* 2>/dev/null || true
 mkdir -p .devpack
 tar czf .devpack/devcarry.tgz .devcarry
