@@ -127,7 +127,8 @@ TEST(StreamDecodePlan, TooFewSlotsForWarpPartialsIsAnError) {
 // The ring's geometry (decode_tiling.h) for every block shape the kernel can get, padded rows
 // and TMA boxes: it fits the shared-memory budget with at least two stages; for boxes, rows
 // stay 128-byte aligned, a stage holds whole boxes, and single-token boxes sit an odd number
-// of 128-byte rows apart (what makes 8 consecutive tokens fall in 8 swizzle phases).
+// of 128-byte rows apart (what makes 8 consecutive tokens fall in 8 swizzle phases). And the
+// producer-warp count each shape gets.
 TEST(StreamDecodePlan, RingGeometry) {
   using T = StreamDecodeTiling;
   for (int d : {64, 128, 256})
@@ -140,6 +141,15 @@ TEST(StreamDecodePlan, RingGeometry) {
           const int stages = T::stages(heads, d, group, box);
           EXPECT_GE(stages, 2);
           EXPECT_LE(T::smem_bytes(heads, d, group, box, stages), T::kSmemBudget);
+          // Producer warps: at least one, never more than the ring's stages (a producer must
+          // not run a whole ring ahead of the releases it waits on) nor the kernel's limit.
+          for (int requested : {0, 1, 2, 3, 4, 9}) {
+            const int p = T::producer_warps(requested, heads, stages);
+            EXPECT_GE(p, 1);
+            EXPECT_LE(p, stages);
+            EXPECT_LE(p, T::max_producer_warps(T::consumer_warps(heads)));
+            if (requested >= 1 && requested <= 2) EXPECT_EQ(p, requested);  // 2 always fit
+          }
           if (box == 0) continue;
           EXPECT_EQ(T::stage_tokens(heads) % box, 0);
           const int stride = T::tma_box_stride(heads, d, box);

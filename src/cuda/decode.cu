@@ -329,10 +329,7 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     sa.stages = StreamDecodeTiling::stages(heads, d, args.group_size, box_tokens);
     if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);
     sa.smem_bytes = StreamDecodeTiling::smem_bytes(heads, d, args.group_size, box_tokens, sa.stages);
-    sa.producer_warps = std::clamp(
-        stream_knobs().producers, 1,
-        std::min(sa.stages, StreamDecodeTiling::max_producer_warps(
-                                StreamDecodeTiling::consumer_warps(heads))));
+    sa.producer_warps = StreamDecodeTiling::producer_warps(stream_knobs().producers, heads, sa.stages);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;

@@ -72,6 +72,13 @@ struct StreamDecodeTiling {
   static constexpr int max_producer_warps(int consumer_warps) {
     return consumer_warps >= 8 ? 2 : 4;
   }
+  // The producer warps a launch gets for `requested` (at least 1) and a ring of `stages`.
+  static constexpr int producer_warps(int requested, int heads, int stages) {
+    const int cap = max_producer_warps(consumer_warps(heads)) < stages
+                        ? max_producer_warps(consumer_warps(heads))
+                        : stages;
+    return requested < 1 ? 1 : requested > cap ? cap : requested;
+  }
   static constexpr int stage_tokens(int heads) { return kSliceTokens * warps_per_head(heads); }
   static constexpr int query_rows(int group_size) {
     return group_size < kRowsPerWarp ? group_size : kRowsPerWarp;
