@@ -224,6 +224,24 @@ inline void rows_attention(const Rows& rows, const std::vector<int64_t>& q_len, 
   }
 }
 
+// Token-major ragged queries q [N,Hq,D] whose row b holds tokens qo[b] .. qo[b+1] - 1, no
+// mask: the paged and the ragged prefill oracles share it.
+inline Result ragged_rows_attention(const Rows& rows, const Dense& q,
+                                    const std::vector<int64_t>& qo, const AttentionParams& p) {
+  const int64_t N = q.shape[0], Hq = q.shape[1], D = q.shape[2];
+  Result r{zeros({N, Hq, D}), zeros({N, Hq})};
+  std::vector<int64_t> q_len;
+  for (size_t b = 0; b + 1 < qo.size(); ++b) q_len.push_back(qo[b + 1] - qo[b]);
+  auto tok = [&](int64_t b, int64_t i) { return qo[size_t(b)] + i; };
+  rows_attention(
+      rows, q_len, Hq,
+      [&](int64_t b, int64_t i, int64_t h) { return &q.v[size_t((tok(b, i) * Hq + h) * D)]; },
+      [&](int64_t b, int64_t i, int64_t h) { return &r.out.v[size_t((tok(b, i) * Hq + h) * D)]; },
+      [&](int64_t b, int64_t i, int64_t h) { return &r.lse.v[size_t(tok(b, i) * Hq + h)]; },
+      nullptr, p);
+  return r;
+}
+
 // Decode: q [B,Hq,D] (or [B,Hq,1,D]); out like q, lse [B,Hq].
 inline Result decode(const Tensor& q_t, const flashpage::PagedKv& kv, const AttentionParams& p) {
   const Rows rows = paged_rows(kv);
@@ -247,21 +265,7 @@ inline Result prefill_paged(const Tensor& q_t, const Tensor& qo_indptr_t,
   const Rows rows = paged_rows(kv);
   const Dense q = dense(q_t);
   const int64_t B = int64_t(rows.len.size());
-  if (qo_indptr_t.defined()) {
-    const auto qo = ints(qo_indptr_t);
-    const int64_t N = q.shape[0], Hq = q.shape[1], D = q.shape[2];
-    Result r{zeros({N, Hq, D}), zeros({N, Hq})};
-    std::vector<int64_t> q_len;
-    for (int64_t b = 0; b < B; ++b) q_len.push_back(qo[size_t(b) + 1] - qo[size_t(b)]);
-    auto tok = [&](int64_t b, int64_t i) { return qo[size_t(b)] + i; };
-    rows_attention(
-        rows, q_len, Hq,
-        [&](int64_t b, int64_t i, int64_t h) { return &q.v[size_t((tok(b, i) * Hq + h) * D)]; },
-        [&](int64_t b, int64_t i, int64_t h) { return &r.out.v[size_t((tok(b, i) * Hq + h) * D)]; },
-        [&](int64_t b, int64_t i, int64_t h) { return &r.lse.v[size_t(tok(b, i) * Hq + h)]; },
-        nullptr, p);
-    return r;
-  }
+  if (qo_indptr_t.defined()) return ragged_rows_attention(rows, q, ints(qo_indptr_t), p);
   const int64_t Hq = q.shape[1], S = q.shape[2], D = q.shape[3];
   Result r{zeros({B, Hq, S, D}), zeros({B, Hq, S})};
   Dense mask;
@@ -293,27 +297,17 @@ inline Result prefill_ragged(const Tensor& q_t, const Tensor& k_t, const Tensor&
   const Dense q = dense(q_t), k = dense(k_t), v = dense(v_t);
   const auto qo = ints(qo_indptr_t);
   const auto kvp = kv_indptr_t.defined() ? ints(kv_indptr_t) : qo;
-  const int64_t B = int64_t(qo.size()) - 1, Hq = q.shape[1], D = q.shape[2], Hkv = k.shape[1];
+  const int64_t B = int64_t(qo.size()) - 1, D = q.shape[2], Hkv = k.shape[1];
   Rows rows;
   rows.hkv = Hkv;
   rows.d = D;
-  std::vector<int64_t> q_len;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t begin = kvp[size_t(b)], len = kvp[size_t(b) + 1] - begin;
     rows.len.push_back(len);
     rows.k.emplace_back(k.v.begin() + begin * Hkv * D, k.v.begin() + (begin + len) * Hkv * D);
     rows.v.emplace_back(v.v.begin() + begin * Hkv * D, v.v.begin() + (begin + len) * Hkv * D);
-    q_len.push_back(qo[size_t(b) + 1] - qo[size_t(b)]);
   }
-  Result r{zeros({q.shape[0], Hq, D}), zeros({q.shape[0], Hq})};
-  auto tok = [&](int64_t b, int64_t i) { return qo[size_t(b)] + i; };
-  rows_attention(
-      rows, q_len, Hq,
-      [&](int64_t b, int64_t i, int64_t h) { return &q.v[size_t((tok(b, i) * Hq + h) * D)]; },
-      [&](int64_t b, int64_t i, int64_t h) { return &r.out.v[size_t((tok(b, i) * Hq + h) * D)]; },
-      [&](int64_t b, int64_t i, int64_t h) { return &r.lse.v[size_t(tok(b, i) * Hq + h)]; },
-      nullptr, p);
-  return r;
+  return ragged_rows_attention(rows, q, qo, p);
 }
 
 // Merge of two partial results over disjoint keys: weights exp(lse_x - lse), lse = log-sum-exp.

@@ -148,7 +148,9 @@ TEST(StreamDecodePlan, RingGeometry) {
             EXPECT_GE(p, 1);
             EXPECT_LE(p, stages);
             EXPECT_LE(p, T::max_producer_warps(T::consumer_warps(heads)));
-            if (requested >= 1 && requested <= 2) EXPECT_EQ(p, requested);  // 2 always fit
+            if (requested >= 1 && requested <= 2) {
+              EXPECT_EQ(p, requested);  // 2 always fit
+            }
           }
           if (box == 0) continue;
           EXPECT_EQ(T::stage_tokens(heads) % box, 0);
