@@ -20,6 +20,12 @@ def main(path):
     for line in open(path):
         case = json.loads(line)["block_times"]
         blocks = case["blocks"]  # [smid, start_ns_low32, end_ns_low32]
+        # An uncut row's LSE may have overwritten a record (decode_bench.cpp): keep plausible
+        # ones (an SM id, an end within a second of the start).
+        kept = [b for b in blocks if b[0] < 1024 and 0 < (b[2] - b[1]) % 2**32 < 10**9]
+        if len(kept) < len(blocks):
+            print(f"  ({len(blocks) - len(kept)} of {len(blocks)} records dropped as overwritten)")
+        blocks = kept
         t0 = min(b[1] for b in blocks)
         # The low 32 bits of the timer wrap every ~4.3 s: differences modulo 2^32.
         start = [((b[1] - t0) % 2**32) / 1000 for b in blocks]

@@ -137,7 +137,9 @@ void run_case(const Heads& h, const Shape2& shape, int64_t page_size, int reps_w
       shape.len == 0 ? json_lengths(lengths).c_str() : "null");
   std::fflush(stdout);
   // FLASHPAGE_DECODE_ABLATE with bit 2 (and bit 1): one more call whose kernel writes each
-  // block's SM, start and end into the (zeroed) LSE output; printed to stderr as JSON.
+  // block's SM, start and end into the (zeroed) LSE output; printed to stderr as JSON. Rows
+  // the planner leaves whole write their LSE there too: read shapes whose rows are all cut
+  // (64 x 4096 and longer; bench/block_times.py drops records that are not plausible).
   const char* ablate = std::getenv("FLASHPAGE_DECODE_ABLATE");
   if (ablate != nullptr && (std::atoi(ablate) & 4) && shape.batch * h.hq >= 3 * plan.grid) {
     Tensor lse = Tensor::empty({shape.batch, h.hq}, DType::f32, gpu);
