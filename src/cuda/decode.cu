@@ -318,14 +318,14 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     sa.query_groups = StreamDecodeTiling::query_groups(args.group_size);
     const int d = int(plan.head_dim);
     if (stream_knobs().tma != 0) {
-      const int box_tokens =
+      const int box =
           kv.page_size() % StreamDecodeTiling::kTmaBoxTokens == 0 ? StreamDecodeTiling::kTmaBoxTokens : 1;
-      if (make_stream_kv_maps(sa, kv, d, box_tokens)) sa.kv_box_tokens = box_tokens;
+      if (make_stream_kv_maps(sa, kv, d, box)) sa.kv_box_tokens = box;
       check::require(sa.kv_box_tokens > 0 || stream_knobs().tma != 1,
                      "batch_decode: FLASHPAGE_DECODE_TMA=1 but the driver refused the K/V "
                      "tensor maps (page_size ", kv.page_size(), ", head_dim ", d, ")");
     }
-    const int box_tokens = sa.kv_box_tokens;
+    const int box_tokens = sa.kv_box_tokens;  // 0: the maps were refused or not asked for
     sa.stages = StreamDecodeTiling::stages(heads, d, args.group_size, box_tokens);
     if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);
     sa.smem_bytes = StreamDecodeTiling::smem_bytes(heads, d, args.group_size, box_tokens, sa.stages);

@@ -74,10 +74,7 @@ struct StreamDecodeTiling {
   }
   // The producer warps a launch gets for `requested` (at least 1) and a ring of `stages`.
   static constexpr int producer_warps(int requested, int heads, int stages) {
-    const int cap = max_producer_warps(consumer_warps(heads)) < stages
-                        ? max_producer_warps(consumer_warps(heads))
-                        : stages;
-    return requested < 1 ? 1 : requested > cap ? cap : requested;
+    return std::clamp(requested, 1, std::min(max_producer_warps(consumer_warps(heads)), stages));
   }
   static constexpr int stage_tokens(int heads) { return kSliceTokens * warps_per_head(heads); }
   static constexpr int query_rows(int group_size) {
