@@ -1,7 +1,14 @@
 #pragma once
 // Streamed paged decode for sm_90: one persistent block per SM walks its share of the work
 // list (the planner balances tokens across blocks, cutting rows where needed; cut rows are
-// merged afterwards from their partials).
+// merged afterwards from their partials), then claims tail lists (the ends of every share,
+// cut off by the planner) through an atomic counter until none is left: SMs that stream
+// faster take more of them.
+//
+// Item ring. Producer warp 0 is the block's sequencer: it publishes each item it runs (its
+// own list's, then the claimed tails') in a two-entry ring in shared memory (item_full /
+// item_empty mbarriers), and every other warp reads the items from there, so all roles agree
+// on a sequence that is only decided at run time. A row of -1 ends it.
 //
 // Warp roles. The warps after the consumers are producers (args.producer_warps): for each
 // sub-unit (item x KV-head block x query-head group) the first bulk-copies the query rows into
@@ -60,7 +67,9 @@ struct StreamDecodeBlock {
   static_assert(Tiling::stage_tokens(1) <= 32 * kTokensPerLane);
 
   const StreamDecodeArgs& a;
-  uint32_t bars;       // full[stages], empty[stages], q_full, q_empty (8 bytes each)
+  // full[stages], empty[stages], q_full, q_empty, item_full[2], item_empty[2] (8 bytes each);
+  // the item ring's entries at the end of the barrier bytes.
+  uint32_t bars;
   uint32_t q_slot;     // [heads][query_rows][kQueryRowBytes]
   uint32_t stage0;     // stages of K then V (padded token rows, or TMA boxes)
   uint8_t* smem_base;  // the generic address of `bars`
@@ -109,6 +118,20 @@ struct StreamDecodeBlock {
   __device__ __forceinline__ uint32_t q_empty_bar() const {
     return bars + 8u * uint32_t(2 * a.stages + 1);
   }
+  static constexpr int kItemRing = 2;
+  __device__ __forceinline__ uint32_t item_full_bar(int e) const {
+    return bars + 8u * uint32_t(2 * a.stages + 2 + e);
+  }
+  __device__ __forceinline__ uint32_t item_empty_bar(int e) const {
+    return bars + 8u * uint32_t(2 * a.stages + 2 + kItemRing + e);
+  }
+  // Entry e of the item ring: the item (16 B) and its row's first page-table index.
+  static constexpr int kItemEntryBytes = 32;
+  static constexpr int kItemRingOffset = Tiling::kBarrierBytes - kItemRing * kItemEntryBytes;
+  static_assert((2 * Tiling::kMaxStages + 2 + 2 * kItemRing) * 8 <= kItemRingOffset);
+  __device__ __forceinline__ uint8_t* item_entry(int e) const {
+    return smem_base + kItemRingOffset + e * kItemEntryBytes;
+  }
 
   // What one sub-unit of an item covers. Both roles derive it the same way, so their stage
   // sequences agree without talking to each other.
@@ -137,12 +160,13 @@ struct StreamDecodeBlock {
     return s;
   }
 
-  // The block's item range sits right after the header (one load, no dependency on it);
-  // the items follow the grid + 1 range bounds, 16-byte aligned.
-  __device__ __forceinline__ void block_items(int& begin, int& end) const {
-    const int32_t* block_indptr = a.d.work_ints + Workspace::Impl::kHeaderInts;
-    begin = block_indptr[blockIdx.x];
-    end = block_indptr[blockIdx.x + 1];
+  // List j's item range: the list bounds sit right after the header (the block's own list,
+  // j = blockIdx.x, is one load with no dependency on it); the items follow them, 16-byte
+  // aligned.
+  __device__ __forceinline__ void list_items(int j, int& begin, int& end) const {
+    const int32_t* list_indptr = a.d.work_ints + Workspace::Impl::kHeaderInts;
+    begin = list_indptr[j];
+    end = list_indptr[j + 1];
   }
   __device__ __forceinline__ int4 item_at(int w) const {
     return reinterpret_cast<const int4*>(
@@ -158,20 +182,71 @@ struct StreamDecodeBlock {
       ptx::bulk_copy_g2s(dst, src, bytes, bar);
   }
 
-  // What the producer loads before the barrier set-up, so those round trips overlap it.
-  struct ProducerStart {
-    int begin = 0, end = 0;
-    int4 item = make_int4(0, 0, 0, 0);
-    int32_t page_base = 0;  // indptr[item.x]
+  // ---- the item sequence -----------------------------------------------------------------
+  // Producer 0's source: the block's own list, then claimed tail lists. What it loads before
+  // the barrier set-up, so those round trips overlap it.
+  struct ItemFeed {
+    int next = 0, end = 0;  // the current list's items not yet published
+    int tails = 0;          // tail lists in the plan
+    int4 item = make_int4(-1, 0, 0, 0);  // the block's first item
+    int32_t page_base = 0;               // indptr[item.x]
   };
-  __device__ __forceinline__ ProducerStart producer_start() const {
-    ProducerStart p;
-    block_items(p.begin, p.end);
-    if (p.begin < p.end) {
-      p.item = item_at(p.begin);
-      p.page_base = a.d.pages.indptr[p.item.x];
+  __device__ __forceinline__ ItemFeed feed_start() const {
+    ItemFeed f;
+    list_items(int(blockIdx.x), f.next, f.end);
+    f.tails = a.d.work_ints[Workspace::Impl::kTailListsInt];
+    if (f.next < f.end) {
+      f.item = item_at(f.next++);
+      f.page_base = a.d.pages.indptr[f.item.x];
     }
-    return p;
+    return f;
+  }
+  // The next item after the first (all lanes of producer warp 0): from the current list, or
+  // from the next tail list claimed; false when every tail has been claimed. The last block
+  // to run out zeroes the counters for the next launch.
+  __device__ __forceinline__ bool feed_next(ItemFeed& f, int4& item, int32_t& page_base) const {
+    while (f.next == f.end) {
+      if (f.tails == 0) return false;
+      int32_t* claims = a.tail_counters;
+      int j = 0;
+      if (lane == 0) j = atomicAdd(claims, 1);
+      j = __shfl_sync(0xffffffffu, j, 0);
+      if (j >= f.tails) {
+        if (lane == 0) {
+          __threadfence();  // this block's last claim precedes its count in `done`
+          if (atomicAdd(claims + 1, 1) == int(gridDim.x) - 1) {
+            atomicExch(claims, 0);
+            atomicExch(claims + 1, 0);
+          }
+        }
+        return false;
+      }
+      list_items(int(gridDim.x) + j, f.next, f.end);
+    }
+    item = item_at(f.next++);
+    page_base = a.d.pages.indptr[item.x];
+    return true;
+  }
+  // Item n into the ring (producer 0; all lanes), once every reader has read item n - 2.
+  __device__ __forceinline__ void publish_item(int n, const int4& item, int32_t page_base) const {
+    const int e = n & 1;
+    ptx::mbarrier_wait(item_empty_bar(e), uint32_t((n >> 1) & 1) ^ 1u);
+    if (lane == 0) {
+      *reinterpret_cast<int4*>(item_entry(e)) = item;
+      *reinterpret_cast<int32_t*>(item_entry(e) + 16) = page_base;
+      ptx::mbarrier_arrive(item_full_bar(e));  // release: the entry is visible to the readers
+    }
+    __syncwarp();
+  }
+  // Item n from the ring (every warp but producer 0).
+  __device__ __forceinline__ void read_item(int n, int4& item, int32_t& page_base) const {
+    const int e = n & 1;
+    ptx::mbarrier_wait(item_full_bar(e), uint32_t((n >> 1) & 1));
+    // (The wait is an asm statement with a memory clobber: these loads stay after it.)
+    item = *reinterpret_cast<const int4*>(item_entry(e));
+    page_base = *reinterpret_cast<const int32_t*>(item_entry(e) + 16);
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(item_empty_bar(e));
   }
 
   // One stage of padded token rows: a bulk copy per token of K and of V.
@@ -259,7 +334,7 @@ struct StreamDecodeBlock {
     }
   }
 
-  __device__ __forceinline__ void produce(const ProducerStart& start) {
+  __device__ __forceinline__ void produce(ItemFeed& feed) {
     const int producer = warp - kConsumerWarps, producers = a.producer_warps;
     const uint64_t policy = ptx::l2_evict_first_policy();
     const uint8_t* q = static_cast<const uint8_t*>(a.d.q);
@@ -268,12 +343,21 @@ struct StreamDecodeBlock {
     const PageTableView& pt = a.d.pages;
     int stage = 0, turn = 0;  // turn: the stage's sequence number mod producers
     uint32_t phase = 0, q_phase = 0;
-    int4 item = start.item;
-    int32_t page_base = start.page_base;
-    for (int w = start.begin; w < start.end; ++w) {
-      // The next item and its page list, loaded now so they are ready when this one ends.
-      int4 next = item;
-      if (w + 1 < start.end) next = item_at(w + 1);
+    for (int n = 0;; ++n) {  // n: the item's place in the block's sequence
+      int4 item;
+      int32_t page_base;
+      if (producer == 0) {
+        if (n == 0 && feed.item.x >= 0) {
+          item = feed.item;
+          page_base = feed.page_base;
+        } else if (!feed_next(feed, item, page_base)) {
+          item.x = -1;
+        }
+        publish_item(n, item, page_base);
+      } else {
+        read_item(n, item, page_base);
+      }
+      if (item.x < 0) break;
       const int32_t* row_pages = pt.indices + page_base;
       for (int u = 0; u < sub_units; ++u) {
         const SubUnit su = sub_unit(item, u);
@@ -309,8 +393,6 @@ struct StreamDecodeBlock {
           }
         }
       }
-      if (w + 1 < start.end) page_base = pt.indptr[next.x];
-      item = next;
     }
   }
 
@@ -387,10 +469,11 @@ struct StreamDecodeBlock {
     const int head_local = warp % heads, slice = warp / heads;
     int stage = 0;
     uint32_t phase = 0, q_phase = 0;
-    int begin, end;
-    block_items(begin, end);
-    for (int w = begin; w < end; ++w) {
-      const int4 item = item_at(w);
+    for (int n = 0;; ++n) {
+      int4 item;
+      int32_t page_base;
+      read_item(n, item, page_base);
+      if (item.x < 0) break;
       for (int u = 0; u < sub_units; ++u) {
         const SubUnit su = sub_unit(item, u);
         ptx::mbarrier_wait(q_full_bar(), q_phase);
@@ -476,6 +559,10 @@ struct StreamDecodeBlock {
       }
       ptx::mbarrier_init(q_full_bar(), 1);
       ptx::mbarrier_init(q_empty_bar(), kConsumerWarps);
+      for (int e = 0; e < kItemRing; ++e) {
+        ptx::mbarrier_init(item_full_bar(e), 1);
+        ptx::mbarrier_init(item_empty_bar(e), kConsumerWarps + a.producer_warps - 1);
+      }
       ptx::fence_barrier_init();
     }
     __syncthreads();
@@ -488,11 +575,11 @@ __global__ void __launch_bounds__(StreamDecodeBlock<T, kHeadDim, kConsumerWarps>
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) uint8_t smem[];
   StreamDecodeBlock<T, kHeadDim, kConsumerWarps> block(args, smem);
-  typename StreamDecodeBlock<T, kHeadDim, kConsumerWarps>::ProducerStart start;
-  if (block.warp >= kConsumerWarps) start = block.producer_start();
+  typename StreamDecodeBlock<T, kHeadDim, kConsumerWarps>::ItemFeed feed;
+  if (block.warp == kConsumerWarps) feed = block.feed_start();
   block.init(smem);
   if (block.warp >= kConsumerWarps) {
-    block.produce(start);
+    block.produce(feed);
   } else {
     const uint64_t t_start = (args.ablate & 4) ? ptx::globaltimer() : 0;
     block.consume();
