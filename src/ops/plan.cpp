@@ -71,7 +71,8 @@ int64_t choose_decode_chunk(const std::vector<int64_t>& lengths, int64_t num_kv_
 }
 
 // The streamed decode's tail sizes: StreamDecodeTiling::kTailPercent, or for A/B runs
-// FLASHPAGE_DECODE_TAILS=P1[,P2] (percent of a share; 0 or a missing level: none).
+// FLASHPAGE_DECODE_TAILS=P1[,P2] or P1[/P2] (percent of a share; 0 or a missing level:
+// none).
 std::array<int, StreamDecodeTiling::kTailLevels> stream_tail_percent() {
   static const std::array<int, StreamDecodeTiling::kTailLevels> percent = [] {
     std::array<int, StreamDecodeTiling::kTailLevels> p{StreamDecodeTiling::kTailPercent[0],
@@ -81,7 +82,7 @@ std::array<int, StreamDecodeTiling::kTailLevels> stream_tail_percent() {
       char* at = const_cast<char*>(v);
       for (int& level : p) {
         level = std::clamp(int(std::strtol(at, &at, 10)), 0, 45);
-        if (*at != ',') break;
+        if (*at != ',' && *at != '/') break;
         ++at;
       }
     }
