@@ -25,7 +25,7 @@ struct DecodeCase {
   }
 };
 
-// expect_tails: where the plan is for the streamed sm_90 kernel, it has tail lists
+// expect_tails: where the plan is for the streamed sm_90 kernel, it has tail items
 // (ops/workspace.h), which that kernel's blocks claim at run time.
 void run_decode(Rng& rng, const DecodeCase& c, Device device, size_t ws_bytes = size_t(32) << 20,
                 bool expect_split = false, bool expect_tails = false) {
@@ -44,10 +44,11 @@ void run_decode(Rng& rng, const DecodeCase& c, Device device, size_t ws_bytes = 
   if (expect_split) {
     EXPECT_GT(plan.num_partials, 0) << "a long row of a tiny batch was not split";
   }
-  const auto& header = ws.impl().host_ints;
-  if (expect_tails && header.at(3) == int32_t(::flashpage::DecodeKernel::stream)) {
-    EXPECT_GT(header.at(size_t(Workspace::Impl::kTailListsInt)), 0)
-        << "no tail lists: the case does not test claiming";
+  const auto& ints = ws.impl().host_ints;  // ops/workspace.h
+  if (expect_tails && ints.at(3) == int32_t(::flashpage::DecodeKernel::stream)) {
+    const int32_t first_tail = ints.at(size_t(Workspace::Impl::kHeaderInts + plan.grid));
+    EXPECT_GT(ints.at(0) - first_tail, 0)
+        << "no tail items: the case does not test claiming";
   }
   Tensor out = poisoned({B, c.Hq, c.D}, c.dtype, device);
   Tensor lse = poisoned({B, c.Hq}, DType::f32, device);
@@ -207,7 +208,7 @@ TEST(Decode, CudaHeadBlocks) {
                      cuda0(), Workspace::kDefaultBytes));
 }
 
-// Batches large enough for tail lists on the streamed kernel: its blocks claim them
+// Batches large enough for tail items on the streamed kernel: its blocks claim them
 // through the workspace's counters, which the last block zeroes, so the second and third
 // runs of run_decode (same plan; the one-shot form's fresh workspace) test that too. One
 // long row per block share, rows cut at tails, and tails of many whole short rows.

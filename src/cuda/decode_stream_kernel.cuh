@@ -1,7 +1,7 @@
 #pragma once
 // Streamed paged decode for sm_90: one persistent block per SM walks its share of the work
 // list (the planner balances tokens across blocks, cutting rows where needed; cut rows are
-// merged afterwards from their partials), then claims tail lists (the ends of every share,
+// merged afterwards from their partials), then claims tail items (the ends of every share,
 // cut off by the planner) through an atomic counter until none is left: SMs that stream
 // faster take more of them.
 //
@@ -160,72 +160,69 @@ struct StreamDecodeBlock {
     return s;
   }
 
-  // List j's item range: the list bounds sit right after the header (the block's own list,
-  // j = blockIdx.x, is one load with no dependency on it); the items follow them, 16-byte
-  // aligned.
-  __device__ __forceinline__ void list_items(int j, int& begin, int& end) const {
-    const int32_t* list_indptr = a.d.work_ints + Workspace::Impl::kHeaderInts;
-    begin = list_indptr[j];
-    end = list_indptr[j + 1];
+  // The block's own item range sits right after the header (one load, no dependency on it);
+  // the tail items run from block_indptr[grid] to the end of the items, which follow the
+  // grid + 1 range bounds, 16-byte aligned.
+  __device__ __forceinline__ const int32_t* block_indptr() const {
+    return a.d.work_ints + Workspace::Impl::kHeaderInts;
   }
   __device__ __forceinline__ int4 item_at(int w) const {
     return reinterpret_cast<const int4*>(
         a.d.work_ints + Workspace::Impl::stream_items_offset(gridDim.x))[w];
   }
 
-  // ---- producer (one warp) -------------------------------------------------------------
-  __device__ __forceinline__ void copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
-                                       uint64_t policy) const {
-    if (a.l2_evict_first)
-      ptx::bulk_copy_g2s_hint(dst, src, bytes, bar, policy);
-    else
-      ptx::bulk_copy_g2s(dst, src, bytes, bar);
-  }
-
   // ---- the item sequence -----------------------------------------------------------------
-  // Producer 0's source: the block's own list, then claimed tail lists. What it loads before
-  // the barrier set-up, so those round trips overlap it.
+  // Producer 0's source: the block's own items, then tail items claimed one at a time. The
+  // next item is fetched ahead (`ahead`): the first before the barrier set-up, the others a
+  // few stages before the current item's end, right after producer 0 issued a stage (the
+  // ring is full then, so the fetch's round trips cost no streaming), and a tail is claimed
+  // only a few stages early.
   struct ItemFeed {
-    int next = 0, end = 0;  // the current list's items not yet published
-    int tails = 0;          // tail lists in the plan
-    int4 item = make_int4(-1, 0, 0, 0);  // the block's first item
-    int32_t page_base = 0;               // indptr[item.x]
+    int next = 0, end = 0;            // own items not yet fetched
+    int tail_next = 0, tail_end = 0;  // tail items; tail_next == tail_end: no more claims
+    bool ahead = false;               // item/page_base hold the next item (item.x < 0: none)
+    int4 item = make_int4(-1, 0, 0, 0);
+    int32_t page_base = 0;            // indptr[item.x]
   };
   __device__ __forceinline__ ItemFeed feed_start() const {
     ItemFeed f;
-    list_items(int(blockIdx.x), f.next, f.end);
-    f.tails = a.d.work_ints[Workspace::Impl::kTailListsInt];
-    if (f.next < f.end) {
-      f.item = item_at(f.next++);
-      f.page_base = a.d.pages.indptr[f.item.x];
-    }
+    f.next = block_indptr()[blockIdx.x];
+    f.end = block_indptr()[blockIdx.x + 1];
+    f.tail_next = block_indptr()[gridDim.x];
+    f.tail_end = a.d.work_ints[0];
+    fetch(f);
     return f;
   }
-  // The next item after the first (all lanes of producer warp 0): from the current list, or
-  // from the next tail list claimed; false when every tail has been claimed. The last block
-  // to run out zeroes the counters for the next launch.
-  __device__ __forceinline__ bool feed_next(ItemFeed& f, int4& item, int32_t& page_base) const {
-    while (f.next == f.end) {
-      if (f.tails == 0) return false;
-      int32_t* claims = a.tail_counters;
+  // The next item into f (all lanes of producer warp 0). Every block claims until a claim
+  // comes back empty (where the plan has tails); the last block to get there zeroes the
+  // counters for the next launch.
+  __device__ __forceinline__ void fetch(ItemFeed& f) const {
+    f.ahead = true;
+    f.item.x = -1;
+    int w;
+    if (f.next < f.end) {
+      w = f.next++;
+    } else if (f.tail_next < f.tail_end) {
+      int32_t* counters = a.tail_counters;  // [claimed, blocks done]
       int j = 0;
-      if (lane == 0) j = atomicAdd(claims, 1);
-      j = __shfl_sync(0xffffffffu, j, 0);
-      if (j >= f.tails) {
+      if (lane == 0) j = atomicAdd(counters, 1);
+      w = f.tail_next + __shfl_sync(0xffffffffu, j, 0);
+      if (w >= f.tail_end) {
+        f.tail_next = f.tail_end;
         if (lane == 0) {
           __threadfence();  // this block's last claim precedes its count in `done`
-          if (atomicAdd(claims + 1, 1) == int(gridDim.x) - 1) {
-            atomicExch(claims, 0);
-            atomicExch(claims + 1, 0);
+          if (atomicAdd(counters + 1, 1) == int(gridDim.x) - 1) {
+            atomicExch(counters, 0);
+            atomicExch(counters + 1, 0);
           }
         }
-        return false;
+        return;
       }
-      list_items(int(gridDim.x) + j, f.next, f.end);
+    } else {
+      return;
     }
-    item = item_at(f.next++);
-    page_base = a.d.pages.indptr[item.x];
-    return true;
+    f.item = item_at(w);
+    f.page_base = a.d.pages.indptr[f.item.x];
   }
   // Item n into the ring (producer 0; all lanes), once every reader has read item n - 2.
   __device__ __forceinline__ void publish_item(int n, const int4& item, int32_t page_base) const {
@@ -247,6 +244,15 @@ struct StreamDecodeBlock {
     page_base = *reinterpret_cast<const int32_t*>(item_entry(e) + 16);
     __syncwarp();
     if (lane == 0) ptx::mbarrier_arrive(item_empty_bar(e));
+  }
+
+  // ---- producers ------------------------------------------------------------------------
+  __device__ __forceinline__ void copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
+                                       uint64_t policy) const {
+    if (a.l2_evict_first)
+      ptx::bulk_copy_g2s_hint(dst, src, bytes, bar, policy);
+    else
+      ptx::bulk_copy_g2s(dst, src, bytes, bar);
   }
 
   // One stage of padded token rows: a bulk copy per token of K and of V.
@@ -347,12 +353,10 @@ struct StreamDecodeBlock {
       int4 item;
       int32_t page_base;
       if (producer == 0) {
-        if (n == 0 && feed.item.x >= 0) {
-          item = feed.item;
-          page_base = feed.page_base;
-        } else if (!feed_next(feed, item, page_base)) {
-          item.x = -1;
-        }
+        if (!feed.ahead) fetch(feed);  // items too short to fetch the next one inside
+        feed.ahead = false;
+        item = feed.item;
+        page_base = feed.page_base;
         publish_item(n, item, page_base);
       } else {
         read_item(n, item, page_base);
@@ -385,6 +389,10 @@ struct StreamDecodeBlock {
               produce_boxes(su, tile_lo, row_pages, stage, phase, policy);
             else
               produce_rows(su, tile_lo, row_pages, stage, phase, policy, k, v);
+            // The next item, once at most `producers` stages of this one follow this stage.
+            if (producer == 0 && !feed.ahead && u == sub_units - 1 &&
+                tile_lo + (producers + 1) * stage_tokens >= su.hi)
+              fetch(feed);
           }
           if (++turn == producers) turn = 0;
           if (++stage == a.stages) {

@@ -100,13 +100,13 @@ void check_plan_args(const Workspace& ws, const PageTable& host_table, const Pag
   (void)host_table;
 }
 
-// Writes header + items + merge_indptr (+ the streamed decode's lists) into the mirror and
-// copies it to the device.
+// Writes header + items + merge_indptr (+ the streamed decode's block ranges) into the mirror
+// and copies it to the device.
 Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
              const std::vector<int32_t>& merge_indptr, DecodeKernel kernel = DecodeKernel::cpu,
              const StreamDecodeWork* stream = nullptr) {
-  const std::vector<int32_t> no_lists;
-  const std::vector<int32_t>& list_indptr = stream ? stream->list_indptr : no_lists;
+  const std::vector<int32_t> no_blocks;
+  const std::vector<int32_t>& block_indptr = stream ? stream->block_indptr : no_blocks;
   const int64_t items_offset =
       stream ? Workspace::Impl::stream_items_offset(plan.grid) : Workspace::Impl::kHeaderInts;
   const int64_t n_ints = items_offset + int64_t(items.size()) * Workspace::Impl::kWorkFields +
@@ -121,8 +121,7 @@ Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
   w.host_ints[1] = int32_t(plan.kind == Plan::Kind::prefill ? plan.paired_work : plan.num_partials);
   w.host_ints[2] = int32_t(plan.batch_size);
   w.host_ints[3] = int32_t(kernel);
-  if (stream) w.host_ints[Workspace::Impl::kTailListsInt] = int32_t(stream->tail_lists);
-  std::copy(list_indptr.begin(), list_indptr.end(),
+  std::copy(block_indptr.begin(), block_indptr.end(),
             w.host_ints.begin() + Workspace::Impl::kHeaderInts);
   w.items_offset = items_offset;
   std::copy_n(reinterpret_cast<const int32_t*>(items.data()), items.size() * 4,

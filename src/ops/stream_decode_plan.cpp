@@ -135,7 +135,7 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
   const int64_t batch = int64_t(lengths.size());
 
   // Every sub-unit of an item costs the same, so shares are counted in tokens of one. Tail
-  // levels whose lists would fall below a minimum piece are left out.
+  // levels whose tails would fall below a minimum piece are left out.
   int64_t total = 0;
   for (int64_t len : lengths) total += len + Tiling::kItemOverheadTokens;
   const int64_t share = (total + blocks - 1) / blocks;
@@ -186,39 +186,24 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
   }
   work.num_partials = slot;
 
-  // Lists: virtual block v of a cut with L levels is block v / (L + 1)'s share (level 0) or
-  // its tail of level v % (L + 1); shares first, then the tails level by level, empty tails
-  // dropped (the blocks would only claim them to find nothing).
+  // Virtual block v of a cut with L levels is block v / (L + 1)'s own share (level 0) or its
+  // tail of level v % (L + 1). Items go by level, then block: the blocks' own, then the tails.
   const int64_t per_block = int64_t(levels.size()) + 1;
-  const int64_t lists = blocks * (1 + Tiling::kTailLevels);
-  std::vector<int64_t> list_of(size_t(blocks * per_block));
-  std::vector<int64_t> items_in(size_t(blocks * per_block), 0);
-  for (const Piece& p : pieces) ++items_in[size_t(p.block)];
-  int64_t next_tail = blocks;
-  for (int64_t level = 0; level < per_block; ++level)
-    for (int64_t k = 0; k < blocks; ++k) {
-      const int64_t v = k * per_block + level;
-      if (level == 0) {
-        list_of[size_t(v)] = k;
-      } else if (items_in[size_t(v)] > 0) {
-        list_of[size_t(v)] = next_tail++;
-      } else {
-        list_of[size_t(v)] = -1;
-      }
-    }
-  work.tail_lists = next_tail - blocks;
+  auto key = [&](const Piece& p) {
+    return std::pair(p.block % per_block, p.block / per_block);  // (level, block)
+  };
   std::vector<size_t> order(pieces.size());
   std::iota(order.begin(), order.end(), size_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-    return list_of[size_t(pieces[x].block)] < list_of[size_t(pieces[y].block)];
-  });
-  work.list_indptr.assign(size_t(lists) + 1, 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return key(pieces[x]) < key(pieces[y]); });
+  work.block_indptr.assign(size_t(blocks) + 1, 0);
   for (size_t i : order) {
     const Piece& p = pieces[i];
     work.items.push_back({p.row, p.begin, p.end, slot_of[i]});
-    ++work.list_indptr[size_t(list_of[size_t(p.block)]) + 1];
+    if (key(p).first == 0) ++work.block_indptr[size_t(key(p).second) + 1];
   }
-  for (int64_t j = 0; j < lists; ++j) work.list_indptr[size_t(j) + 1] += work.list_indptr[size_t(j)];
+  for (int64_t k = 0; k < blocks; ++k) work.block_indptr[size_t(k) + 1] += work.block_indptr[size_t(k)];
+  work.tail_items = int64_t(work.items.size()) - work.block_indptr.back();
   return work;
 }
 

@@ -14,13 +14,14 @@
 namespace flashpage {
 
 struct StreamDecodeWork {
-  std::vector<WorkItem> items;         // grouped by list, each list in the order it runs
-  std::vector<int32_t> merge_indptr;   // [B+1]: row b's partial slots
-  // [blocks * (1 + kTailLevels) + 1]: list j runs items [j], [j+1]). Lists 0 .. blocks-1
-  // are the blocks' own; the next `tail_lists` are the stolen tails in the order they are
-  // claimed; the rest are empty.
-  std::vector<int32_t> list_indptr;
-  int64_t tail_lists = 0;
+  // The blocks' own items grouped by block, each block's in the order it runs them; then the
+  // tail items, in the order the blocks claim them (first-level tails of every block, then
+  // the second level).
+  std::vector<WorkItem> items;
+  std::vector<int32_t> merge_indptr;  // [B+1]: row b's partial slots
+  // [blocks+1]: block k runs items [k], [k+1]) of its own; [blocks] is the first tail item.
+  std::vector<int32_t> block_indptr;
+  int64_t tail_items = 0;
   int64_t num_partials = 0;
 };
 
