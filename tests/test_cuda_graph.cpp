@@ -93,9 +93,7 @@ TEST(CudaGraph, DecodeReplaysAfterRowsGrowAndReplan) {
   std::mt19937 rng(seed);
 
   const std::vector<int64_t> first = {1000, 3000, 517, 2048};
-  // Grown: enough tokens for the streamed kernel's tail lists (~860 per block share, so 10%
-  // tails of 86 tokens), which its blocks claim through counters that every launch leaves at
-  // zero: replayed twice below.
+  // Grown: a re-plan that cuts the long rows over every block (113K tokens), replayed twice.
   const std::vector<int64_t> grown = {1500, 41000, 901, 70000};
   const int64_t needed =
       std::accumulate(grown.begin(), grown.end(), int64_t(0),

@@ -1,7 +1,6 @@
 // Host check of the streamed decode planner (src/ops/stream_decode_plan.h): on random
-// batches every row is covered exactly once, in order, by the blocks' own items and the tail
-// items; partial slots are consistent with merge_indptr; the loads are balanced; and tails
-// are cut where shares are large enough. Pure host code.
+// batches every row is covered exactly once, in order, by pieces that the blocks run; partial
+// slots are consistent with merge_indptr; and the blocks' loads are balanced. Pure host code.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,20 +20,7 @@ struct Config {
   int64_t hkv, d, blocks;
 };
 
-// The load of items [begin, end) in tokens (item overheads included).
-int64_t load_of(const StreamDecodeWork& w, int64_t begin, int64_t end) {
-  int64_t load = 0;
-  for (int64_t i = begin; i < end; ++i)
-    load += (w.items[size_t(i)].end - w.items[size_t(i)].begin) +
-            StreamDecodeTiling::kItemOverheadTokens;
-  return load;
-}
-int64_t block_load(const StreamDecodeWork& w, int64_t k) {
-  return load_of(w, w.block_indptr[size_t(k)], w.block_indptr[size_t(k) + 1]);
-}
-
-// Checks the invariants; returns the largest block's own load in tokens (overhead
-// included).
+// Checks the invariants; returns the largest block load in tokens (overhead included).
 int64_t check_work(const StreamDecodeWork& w, const std::vector<int64_t>& lengths,
                    const Config& c, int64_t max_partials) {
   const int64_t batch = int64_t(lengths.size());
@@ -42,7 +28,7 @@ int64_t check_work(const StreamDecodeWork& w, const std::vector<int64_t>& length
       StreamDecodeTiling::heads_per_block(int(c.hkv), int(c.d)));
   EXPECT_EQ(w.block_indptr.size(), size_t(c.blocks) + 1);
   EXPECT_EQ(w.block_indptr.front(), 0);
-  EXPECT_EQ(w.block_indptr.back() + w.tail_items, int64_t(w.items.size()));
+  EXPECT_EQ(w.block_indptr.back(), int32_t(w.items.size()));
   EXPECT_EQ(w.merge_indptr.size(), size_t(batch) + 1);
   EXPECT_EQ(w.num_partials, w.merge_indptr.back());
   EXPECT_LE(w.num_partials, max_partials);
@@ -51,13 +37,16 @@ int64_t check_work(const StreamDecodeWork& w, const std::vector<int64_t>& length
   std::map<int32_t, std::vector<int32_t>> slots;
   for (int64_t k = 0; k < c.blocks; ++k) {
     EXPECT_LE(w.block_indptr[size_t(k)], w.block_indptr[size_t(k) + 1]);
-    max_load = std::max(max_load, block_load(w, k));
-  }
-  for (const auto& it : w.items) {
-    EXPECT_TRUE(it.row >= 0 && it.row < batch);
-    EXPECT_TRUE(0 <= it.begin && it.begin <= it.end && it.end <= lengths[size_t(it.row)]);
-    ranges[it.row].push_back({it.begin, it.end});
-    slots[it.row].push_back(it.slot);
+    int64_t load = 0;
+    for (int32_t i = w.block_indptr[size_t(k)]; i < w.block_indptr[size_t(k) + 1]; ++i) {
+      const auto& it = w.items[size_t(i)];
+      EXPECT_TRUE(it.row >= 0 && it.row < batch);
+      EXPECT_TRUE(0 <= it.begin && it.begin <= it.end && it.end <= lengths[size_t(it.row)]);
+      ranges[it.row].push_back({it.begin, it.end});
+      slots[it.row].push_back(it.slot);
+      load += (it.end - it.begin) + StreamDecodeTiling::kItemOverheadTokens;
+    }
+    max_load = std::max(max_load, load);
   }
   for (int64_t b = 0; b < batch; ++b) {
     auto& r = ranges[int32_t(b)];
@@ -123,51 +112,9 @@ TEST(StreamDecodePlan, RandomBatchesCoveredAndBalanced) {
 TEST(StreamDecodePlan, OneLongRowSpreadsOverEveryBlock) {
   const StreamDecodeWork w = flashpage::plan_stream_decode({32768}, 8, 128, 132, 1 << 20);
   int busy = 0;
-  for (size_t k = 0; k < 132; ++k) busy += w.block_indptr[k + 1] > w.block_indptr[k];
+  for (size_t k = 0; k + 1 < w.block_indptr.size(); ++k) busy += w.block_indptr[k + 1] > w.block_indptr[k];
   EXPECT_EQ(busy, 132);
   EXPECT_EQ(w.num_partials, int64_t(w.items.size()));
-  // A share of ~250 tokens is too small to cut tails off (10% is below a minimum piece).
-  EXPECT_EQ(w.tail_items, 0);
-}
-
-// Large shares of long rows: every block's own items hold the share minus its tails, and
-// each block contributes one tail item per level of about kTailPercent of a share (the cut
-// moves a piece boundary by less than a minimum piece plus an item's overhead), first-level
-// tails first. Tails can be turned off.
-TEST(StreamDecodePlan, TailsOfLargeShares) {
-  using T = StreamDecodeTiling;
-  const int64_t blocks = 132;
-  const std::vector<int64_t> lengths(64, 4096);
-  const Config c{8, 128, blocks};
-  const StreamDecodeWork w = flashpage::plan_stream_decode(lengths, 8, 128, blocks, 1 << 20);
-  check_work(w, lengths, c, 1 << 20);
-  // One tail per block and level, two items where a row ends inside it.
-  EXPECT_GE(w.tail_items, blocks * T::kTailLevels);
-  EXPECT_LE(w.tail_items, blocks * T::kTailLevels + int64_t(lengths.size()));
-  int64_t total = 0;
-  for (int64_t len : lengths) total += len + T::kItemOverheadTokens;
-  const int64_t share = total / blocks;
-  const int64_t tolerance = T::kMinPieceTokens + 2 * T::kItemOverheadTokens;
-  int tails = 0;
-  for (int p : T::kTailPercent) tails += p;
-  for (int64_t k = 0; k + 1 < blocks; ++k)  // the last block absorbs the rounding
-    EXPECT_NEAR(double(block_load(w, k)), double(share * (100 - tails) / 100), double(tolerance))
-        << "block " << k;
-  // The tails hold the rest; no item is longer than a first-level tail, and the first-level
-  // tails come first (the first half of the tail items is the longer).
-  const int64_t first_tail = w.block_indptr.back(), n = w.tail_items;
-  EXPECT_NEAR(double(load_of(w, first_tail, first_tail + n)),
-              double(share * tails / 100 * blocks), double(blocks * tolerance));
-  for (int64_t i = first_tail; i < first_tail + n; ++i)
-    EXPECT_LE(load_of(w, i, i + 1), share * T::kTailPercent[0] / 100 + tolerance) << "item " << i;
-  EXPECT_GT(load_of(w, first_tail, first_tail + n / 2),
-            load_of(w, first_tail + n / 2, first_tail + n));
-
-  const StreamDecodeWork none =
-      flashpage::plan_stream_decode(lengths, 8, 128, blocks, 1 << 20, {0, 0});
-  check_work(none, lengths, c, 1 << 20);
-  EXPECT_EQ(none.tail_items, 0);
-  EXPECT_LT(none.num_partials, w.num_partials);
 }
 
 TEST(StreamDecodePlan, TooFewSlotsForWarpPartialsIsAnError) {

@@ -331,7 +331,6 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     sa.smem_bytes = StreamDecodeTiling::smem_bytes(heads, d, args.group_size, box_tokens, sa.stages);
     sa.producer_warps = StreamDecodeTiling::producer_warps(stream_knobs().producers, heads, sa.stages);
     sa.l2_evict_first = stream_knobs().l2_hint;
-    sa.tail_counters = ws.stream_tail_counters();
     sa.ablate = stream_knobs().ablate;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;
     if (q.dtype() == DType::bf16)

@@ -48,8 +48,6 @@ struct StreamDecodeArgs {
   bool heads_contiguous = true; // a token's heads are adjacent (NHD): one copy per token
   bool l2_evict_first = true;   // K/V copies hint L2 to evict them first (read once a step)
   int32_t producer_warps = 1;   // warps filling the ring, stage by stage in turn
-  // The workspace's tail counters (ops/workspace.h: tail lists claimed, blocks done).
-  int32_t* tail_counters = nullptr;
   // Timing experiments only (FLASHPAGE_DECODE_ABLATE, wrong results): bit 0 = consumers skip
   // the math (the producer's streaming alone), bit 1 = no merge launch, bit 2 = per-block
   // times into the LSE output (StreamDecodeBlock::record_block_time).

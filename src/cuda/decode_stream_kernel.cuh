@@ -1,14 +1,7 @@
 #pragma once
 // Streamed paged decode for sm_90: one persistent block per SM walks its share of the work
 // list (the planner balances tokens across blocks, cutting rows where needed; cut rows are
-// merged afterwards from their partials), then claims tail items (the ends of every share,
-// cut off by the planner) through an atomic counter until none is left: SMs that stream
-// faster take more of them.
-//
-// Item ring. Producer warp 0 is the block's sequencer: it publishes each item it runs (its
-// own list's, then the claimed tails') in a two-entry ring in shared memory (item_full /
-// item_empty mbarriers), and every other warp reads the items from there, so all roles agree
-// on a sequence that is only decided at run time. A row of -1 ends it.
+// merged afterwards from their partials).
 //
 // Warp roles. The warps after the consumers are producers (args.producer_warps): for each
 // sub-unit (item x KV-head block x query-head group) the first bulk-copies the query rows into
@@ -67,9 +60,7 @@ struct StreamDecodeBlock {
   static_assert(Tiling::stage_tokens(1) <= 32 * kTokensPerLane);
 
   const StreamDecodeArgs& a;
-  // full[stages], empty[stages], q_full, q_empty, item_full[2], item_empty[2] (8 bytes each);
-  // the item ring's entries at the end of the barrier bytes.
-  uint32_t bars;
+  uint32_t bars;       // full[stages], empty[stages], q_full, q_empty (8 bytes each)
   uint32_t q_slot;     // [heads][query_rows][kQueryRowBytes]
   uint32_t stage0;     // stages of K then V (padded token rows, or TMA boxes)
   uint8_t* smem_base;  // the generic address of `bars`
@@ -118,20 +109,6 @@ struct StreamDecodeBlock {
   __device__ __forceinline__ uint32_t q_empty_bar() const {
     return bars + 8u * uint32_t(2 * a.stages + 1);
   }
-  static constexpr int kItemRing = 2;
-  __device__ __forceinline__ uint32_t item_full_bar(int e) const {
-    return bars + 8u * uint32_t(2 * a.stages + 2 + e);
-  }
-  __device__ __forceinline__ uint32_t item_empty_bar(int e) const {
-    return bars + 8u * uint32_t(2 * a.stages + 2 + kItemRing + e);
-  }
-  // Entry e of the item ring: the item (16 B) and its row's first page-table index.
-  static constexpr int kItemEntryBytes = 32;
-  static constexpr int kItemRingOffset = Tiling::kBarrierBytes - kItemRing * kItemEntryBytes;
-  static_assert((2 * Tiling::kMaxStages + 2 + 2 * kItemRing) * 8 <= kItemRingOffset);
-  __device__ __forceinline__ uint8_t* item_entry(int e) const {
-    return smem_base + kItemRingOffset + e * kItemEntryBytes;
-  }
 
   // What one sub-unit of an item covers. Both roles derive it the same way, so their stage
   // sequences agree without talking to each other.
@@ -160,99 +137,41 @@ struct StreamDecodeBlock {
     return s;
   }
 
-  // The block's own item range sits right after the header (one load, no dependency on it);
-  // the tail items run from block_indptr[grid] to the end of the items, which follow the
-  // grid + 1 range bounds, 16-byte aligned.
-  __device__ __forceinline__ const int32_t* block_indptr() const {
-    return a.d.work_ints + Workspace::Impl::kHeaderInts;
+  // The block's item range sits right after the header (one load, no dependency on it);
+  // the items follow the grid + 1 range bounds, 16-byte aligned.
+  __device__ __forceinline__ void block_items(int& begin, int& end) const {
+    const int32_t* block_indptr = a.d.work_ints + Workspace::Impl::kHeaderInts;
+    begin = block_indptr[blockIdx.x];
+    end = block_indptr[blockIdx.x + 1];
   }
   __device__ __forceinline__ int4 item_at(int w) const {
     return reinterpret_cast<const int4*>(
         a.d.work_ints + Workspace::Impl::stream_items_offset(gridDim.x))[w];
   }
 
-  // ---- the item sequence -----------------------------------------------------------------
-  // Producer 0's source: the block's own items, then tail items claimed one at a time. The
-  // next item is fetched ahead (`ahead`): the first before the barrier set-up, the others a
-  // few stages before the current item's end, right after producer 0 issued a stage (the
-  // ring is full then, so the fetch's round trips cost no streaming), and a tail is claimed
-  // only a few stages early.
-  struct ItemFeed {
-    int next = 0, end = 0;            // own items not yet fetched
-    int tail_next = 0, tail_end = 0;  // tail items; tail_next == tail_end: no more claims
-    bool ahead = false;               // item/page_base hold the next item (item.x < 0: none)
-    int4 item = make_int4(-1, 0, 0, 0);
-    int32_t page_base = 0;            // indptr[item.x]
-  };
-  __device__ __forceinline__ ItemFeed feed_start() const {
-    ItemFeed f;
-    f.next = block_indptr()[blockIdx.x];
-    f.end = block_indptr()[blockIdx.x + 1];
-    f.tail_next = block_indptr()[gridDim.x];
-    f.tail_end = a.d.work_ints[0];
-    fetch(f);
-    return f;
-  }
-  // The next item into f (all lanes of producer warp 0). Every block claims until a claim
-  // comes back empty (where the plan has tails); the last block to get there zeroes the
-  // counters for the next launch.
-  __device__ __forceinline__ void fetch(ItemFeed& f) const {
-    f.ahead = true;
-    f.item.x = -1;
-    int w;
-    if (f.next < f.end) {
-      w = f.next++;
-    } else if (f.tail_next < f.tail_end) {
-      int32_t* counters = a.tail_counters;  // [claimed, blocks done]
-      int j = 0;
-      if (lane == 0) j = atomicAdd(counters, 1);
-      w = f.tail_next + __shfl_sync(0xffffffffu, j, 0);
-      if (w >= f.tail_end) {
-        f.tail_next = f.tail_end;
-        if (lane == 0) {
-          __threadfence();  // this block's last claim precedes its count in `done`
-          if (atomicAdd(counters + 1, 1) == int(gridDim.x) - 1) {
-            atomicExch(counters, 0);
-            atomicExch(counters + 1, 0);
-          }
-        }
-        return;
-      }
-    } else {
-      return;
-    }
-    f.item = item_at(w);
-    f.page_base = a.d.pages.indptr[f.item.x];
-  }
-  // Item n into the ring (producer 0; all lanes), once every reader has read item n - 2.
-  __device__ __forceinline__ void publish_item(int n, const int4& item, int32_t page_base) const {
-    const int e = n & 1;
-    ptx::mbarrier_wait(item_empty_bar(e), uint32_t((n >> 1) & 1) ^ 1u);
-    if (lane == 0) {
-      *reinterpret_cast<int4*>(item_entry(e)) = item;
-      *reinterpret_cast<int32_t*>(item_entry(e) + 16) = page_base;
-      ptx::mbarrier_arrive(item_full_bar(e));  // release: the entry is visible to the readers
-    }
-    __syncwarp();
-  }
-  // Item n from the ring (every warp but producer 0).
-  __device__ __forceinline__ void read_item(int n, int4& item, int32_t& page_base) const {
-    const int e = n & 1;
-    ptx::mbarrier_wait(item_full_bar(e), uint32_t((n >> 1) & 1));
-    // (The wait is an asm statement with a memory clobber: these loads stay after it.)
-    item = *reinterpret_cast<const int4*>(item_entry(e));
-    page_base = *reinterpret_cast<const int32_t*>(item_entry(e) + 16);
-    __syncwarp();
-    if (lane == 0) ptx::mbarrier_arrive(item_empty_bar(e));
-  }
-
-  // ---- producers ------------------------------------------------------------------------
+  // ---- producer (one warp) -------------------------------------------------------------
   __device__ __forceinline__ void copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
                                        uint64_t policy) const {
     if (a.l2_evict_first)
       ptx::bulk_copy_g2s_hint(dst, src, bytes, bar, policy);
     else
       ptx::bulk_copy_g2s(dst, src, bytes, bar);
+  }
+
+  // What the producer loads before the barrier set-up, so those round trips overlap it.
+  struct ProducerStart {
+    int begin = 0, end = 0;
+    int4 item = make_int4(0, 0, 0, 0);
+    int32_t page_base = 0;  // indptr[item.x]
+  };
+  __device__ __forceinline__ ProducerStart producer_start() const {
+    ProducerStart p;
+    block_items(p.begin, p.end);
+    if (p.begin < p.end) {
+      p.item = item_at(p.begin);
+      p.page_base = a.d.pages.indptr[p.item.x];
+    }
+    return p;
   }
 
   // One stage of padded token rows: a bulk copy per token of K and of V.
@@ -340,7 +259,7 @@ struct StreamDecodeBlock {
     }
   }
 
-  __device__ __forceinline__ void produce(ItemFeed& feed) {
+  __device__ __forceinline__ void produce(const ProducerStart& start) {
     const int producer = warp - kConsumerWarps, producers = a.producer_warps;
     const uint64_t policy = ptx::l2_evict_first_policy();
     const uint8_t* q = static_cast<const uint8_t*>(a.d.q);
@@ -349,19 +268,12 @@ struct StreamDecodeBlock {
     const PageTableView& pt = a.d.pages;
     int stage = 0, turn = 0;  // turn: the stage's sequence number mod producers
     uint32_t phase = 0, q_phase = 0;
-    for (int n = 0;; ++n) {  // n: the item's place in the block's sequence
-      int4 item;
-      int32_t page_base;
-      if (producer == 0) {
-        if (!feed.ahead) fetch(feed);  // items too short to fetch the next one inside
-        feed.ahead = false;
-        item = feed.item;
-        page_base = feed.page_base;
-        publish_item(n, item, page_base);
-      } else {
-        read_item(n, item, page_base);
-      }
-      if (item.x < 0) break;
+    int4 item = start.item;
+    int32_t page_base = start.page_base;
+    for (int w = start.begin; w < start.end; ++w) {
+      // The next item and its page list, loaded now so they are ready when this one ends.
+      int4 next = item;
+      if (w + 1 < start.end) next = item_at(w + 1);
       const int32_t* row_pages = pt.indices + page_base;
       for (int u = 0; u < sub_units; ++u) {
         const SubUnit su = sub_unit(item, u);
@@ -389,10 +301,6 @@ struct StreamDecodeBlock {
               produce_boxes(su, tile_lo, row_pages, stage, phase, policy);
             else
               produce_rows(su, tile_lo, row_pages, stage, phase, policy, k, v);
-            // The next item, once at most `producers` stages of this one follow this stage.
-            if (producer == 0 && !feed.ahead && u == sub_units - 1 &&
-                tile_lo + (producers + 1) * stage_tokens >= su.hi)
-              fetch(feed);
           }
           if (++turn == producers) turn = 0;
           if (++stage == a.stages) {
@@ -401,6 +309,8 @@ struct StreamDecodeBlock {
           }
         }
       }
+      if (w + 1 < start.end) page_base = pt.indptr[next.x];
+      item = next;
     }
   }
 
@@ -477,11 +387,10 @@ struct StreamDecodeBlock {
     const int head_local = warp % heads, slice = warp / heads;
     int stage = 0;
     uint32_t phase = 0, q_phase = 0;
-    for (int n = 0;; ++n) {
-      int4 item;
-      int32_t page_base;
-      read_item(n, item, page_base);
-      if (item.x < 0) break;
+    int begin, end;
+    block_items(begin, end);
+    for (int w = begin; w < end; ++w) {
+      const int4 item = item_at(w);
       for (int u = 0; u < sub_units; ++u) {
         const SubUnit su = sub_unit(item, u);
         ptx::mbarrier_wait(q_full_bar(), q_phase);
@@ -567,10 +476,6 @@ struct StreamDecodeBlock {
       }
       ptx::mbarrier_init(q_full_bar(), 1);
       ptx::mbarrier_init(q_empty_bar(), kConsumerWarps);
-      for (int e = 0; e < kItemRing; ++e) {
-        ptx::mbarrier_init(item_full_bar(e), 1);
-        ptx::mbarrier_init(item_empty_bar(e), kConsumerWarps + a.producer_warps - 1);
-      }
       ptx::fence_barrier_init();
     }
     __syncthreads();
@@ -583,11 +488,11 @@ __global__ void __launch_bounds__(StreamDecodeBlock<T, kHeadDim, kConsumerWarps>
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) uint8_t smem[];
   StreamDecodeBlock<T, kHeadDim, kConsumerWarps> block(args, smem);
-  typename StreamDecodeBlock<T, kHeadDim, kConsumerWarps>::ItemFeed feed;
-  if (block.warp == kConsumerWarps) feed = block.feed_start();
+  typename StreamDecodeBlock<T, kHeadDim, kConsumerWarps>::ProducerStart start;
+  if (block.warp >= kConsumerWarps) start = block.producer_start();
   block.init(smem);
   if (block.warp >= kConsumerWarps) {
-    block.produce(feed);
+    block.produce(start);
   } else {
     const uint64_t t_start = (args.ablate & 4) ? ptx::globaltimer() : 0;
     block.consume();

@@ -144,12 +144,6 @@ struct StreamDecodeTiling {
   static constexpr int kItemOverheadTokens = 16;
   // Pieces shorter than this are not cut off a row (a partial costs more than it balances).
   static constexpr int kMinPieceTokens = 64;
-  // Stolen tails: the last kTailPercent[0] and kTailPercent[1] percent of every block's share
-  // become tail items that any block claims, one at a time, once its own items are done (all
-  // first-level tails, then the second level), so the SMs that stream faster take more of
-  // them. A level is left out where its tails would be shorter than a minimum piece.
-  static constexpr int kTailLevels = 2;
-  static constexpr int kTailPercent[kTailLevels] = {10, 5};
 };
 
 // Two stages at least for the largest query slot, padded rows and single-token boxes (the

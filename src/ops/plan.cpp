@@ -1,8 +1,6 @@
 // The planners: read the host page table once per step and write the work list that the CPU
 // and CUDA runs share (layout in ops/workspace.h).
 #include <algorithm>
-#include <array>
-#include <cstdlib>
 #include <numeric>
 
 #include "core/check.h"
@@ -70,27 +68,6 @@ int64_t choose_decode_chunk(const std::vector<int64_t>& lengths, int64_t num_kv_
   return best_chunk;
 }
 
-// The streamed decode's tail sizes: StreamDecodeTiling::kTailPercent, or for A/B runs
-// FLASHPAGE_DECODE_TAILS=P1[,P2] or P1[/P2] (percent of a share; 0 or a missing level:
-// none).
-std::array<int, StreamDecodeTiling::kTailLevels> stream_tail_percent() {
-  static const std::array<int, StreamDecodeTiling::kTailLevels> percent = [] {
-    std::array<int, StreamDecodeTiling::kTailLevels> p{StreamDecodeTiling::kTailPercent[0],
-                                                       StreamDecodeTiling::kTailPercent[1]};
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_TAILS")) {
-      p.fill(0);
-      char* at = const_cast<char*>(v);
-      for (int& level : p) {
-        level = std::clamp(int(std::strtol(at, &at, 10)), 0, 45);
-        if (*at != ',' && *at != '/') break;
-        ++at;
-      }
-    }
-    return p;
-  }();
-  return percent;
-}
-
 void check_plan_args(const Workspace& ws, const PageTable& host_table, const PagedKv& kv,
                      int64_t num_qo_heads) {
   check_pages(kv);
@@ -100,15 +77,14 @@ void check_plan_args(const Workspace& ws, const PageTable& host_table, const Pag
   (void)host_table;
 }
 
-// Writes header + items + merge_indptr (+ the streamed decode's block ranges) into the mirror
-// and copies it to the device.
+// Writes header + items + merge_indptr (+ block_indptr) into the mirror and copies it to the
+// device.
 Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
              const std::vector<int32_t>& merge_indptr, DecodeKernel kernel = DecodeKernel::cpu,
-             const StreamDecodeWork* stream = nullptr) {
-  const std::vector<int32_t> no_blocks;
-  const std::vector<int32_t>& block_indptr = stream ? stream->block_indptr : no_blocks;
+             const std::vector<int32_t>& block_indptr = {}) {
   const int64_t items_offset =
-      stream ? Workspace::Impl::stream_items_offset(plan.grid) : Workspace::Impl::kHeaderInts;
+      block_indptr.empty() ? Workspace::Impl::kHeaderInts
+                           : Workspace::Impl::stream_items_offset(int64_t(block_indptr.size()) - 1);
   const int64_t n_ints = items_offset + int64_t(items.size()) * Workspace::Impl::kWorkFields +
                          int64_t(merge_indptr.size());
   check::require(n_ints <= w.ints.numel(), "workspace: the work list needs ", n_ints * 4,
@@ -165,12 +141,11 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
     // Persistent blocks, one per SM, each given an equal share of the tokens.
     const int64_t blocks = detail::cuda_sm_count(ws.device().index);
     StreamDecodeWork work =
-        plan_stream_decode(lengths, plan.num_kv_heads, plan.head_dim, blocks, max_partials,
-                           stream_tail_percent());
+        plan_stream_decode(lengths, plan.num_kv_heads, plan.head_dim, blocks, max_partials);
     plan.num_partials = work.num_partials;
     plan.grid = blocks;
     plan.kv_chunk = 0;  // pieces vary in length
-    return publish(w, plan, work.items, work.merge_indptr, kernel, &work);
+    return publish(w, plan, work.items, work.merge_indptr, kernel, work.block_indptr);
   }
 
   // Chunk length from the wave model, then doubled until the partials fit the float region.

@@ -15,22 +15,22 @@ using Tiling = StreamDecodeTiling;
 
 struct Piece {
   int32_t row, begin, end;
-  int64_t block;  // the virtual block (share or tail) it was cut into
+  int64_t block;
 };
 
-// Lays the rows end to end and cuts them into consecutive virtual blocks of about
-// quotas[v] tokens each (each item also costs kItemOverheadTokens). Returns the pieces and
-// the last virtual block's load, which absorbs what the quotas underestimated.
-std::vector<Piece> cut_rows(const std::vector<int64_t>& lengths,
-                            const std::vector<int64_t>& quotas, int64_t& last_load) {
+// Lays the rows end to end and cuts them into `blocks` shares of about `quota` tokens (each
+// item also costs kItemOverheadTokens). Returns the pieces and the last block's load, which
+// absorbs what the quota underestimated.
+std::vector<Piece> cut_rows(const std::vector<int64_t>& lengths, int64_t blocks, int64_t quota,
+                            int64_t& last_load) {
   constexpr int64_t kOverhead = Tiling::kItemOverheadTokens;
   constexpr int64_t kMinPiece = Tiling::kMinPieceTokens;
-  const int64_t last = int64_t(quotas.size()) - 1;
+  const int64_t last = blocks - 1;
   std::vector<Piece> pieces;
-  int64_t block = 0, load = 0, quota = quotas[0];
+  int64_t block = 0, load = 0;
   auto next_block = [&] {
     if (block < last) {
-      quota = quotas[size_t(++block)];
+      ++block;
       load = 0;
     }
   };
@@ -66,43 +66,6 @@ std::vector<Piece> cut_rows(const std::vector<int64_t>& lengths,
   return pieces;
 }
 
-// The equal cut: `blocks` shares, each followed by its tails (levels of `percent` of the
-// share). The smallest share whose cut leaves the last tail no fuller than its quota, by
-// bisection (a cut is linear in rows + blocks).
-std::vector<Piece> cut_shares(const std::vector<int64_t>& lengths, int64_t blocks,
-                              const std::vector<int>& percent) {
-  int64_t total = 0;
-  for (int64_t len : lengths) total += len + Tiling::kItemOverheadTokens;
-  const int64_t per_block = int64_t(percent.size()) + 1;
-  std::vector<int64_t> quotas(size_t(blocks * per_block));
-  auto fits = [&](int64_t share, std::vector<Piece>* out) {
-    int64_t tails = 0;
-    for (size_t l = 0; l < percent.size(); ++l) tails += share * percent[l] / 100;
-    for (int64_t k = 0; k < blocks; ++k) {
-      quotas[size_t(k * per_block)] = share - tails;
-      for (size_t l = 0; l < percent.size(); ++l)
-        quotas[size_t(k * per_block) + 1 + l] = share * percent[l] / 100;
-    }
-    int64_t last_load = 0;
-    std::vector<Piece> cut = cut_rows(lengths, quotas, last_load);
-    if (out) *out = std::move(cut);
-    return last_load <= quotas.back();
-  };
-  const int smallest = percent.empty() ? 100 : *std::min_element(percent.begin(), percent.end());
-  int64_t lo = std::max<int64_t>(1, (total + blocks - 1) / blocks);
-  int64_t hi = (total + Tiling::kItemOverheadTokens) * 100 / smallest + 1;
-  while (lo < hi) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (fits(mid, nullptr))
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  std::vector<Piece> pieces;
-  fits(lo, &pieces);
-  return pieces;
-}
-
 // Whole rows to blocks, longest first onto the least loaded block (when cuts would need
 // more partial slots than the workspace has).
 std::vector<Piece> assign_rows(const std::vector<int64_t>& lengths, int64_t blocks) {
@@ -127,22 +90,35 @@ std::vector<Piece> assign_rows(const std::vector<int64_t>& lengths, int64_t bloc
 }  // namespace
 
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t num_kv_heads,
-                                    int64_t head_dim, int64_t blocks, int64_t max_partials,
-                                    const std::array<int, Tiling::kTailLevels>& tail_percent) {
+                                    int64_t head_dim, int64_t blocks,
+                                    int64_t max_partials) {
   check::require(blocks >= 1, "plan_decode: expected at least one block, got ", blocks);
   const int heads = Tiling::heads_per_block(int(num_kv_heads), int(head_dim));
   const int64_t warps_per_head = Tiling::warps_per_head(heads);
   const int64_t batch = int64_t(lengths.size());
+  constexpr int64_t kOverhead = Tiling::kItemOverheadTokens;
 
-  // Every sub-unit of an item costs the same, so shares are counted in tokens of one. Tail
-  // levels whose tails would fall below a minimum piece are left out.
+  // Every sub-unit of an item costs the same, so shares are counted in tokens of one. The
+  // smallest quota whose cut leaves the last block no fuller than the others, by bisection
+  // (a cut is linear in rows + blocks).
   int64_t total = 0;
-  for (int64_t len : lengths) total += len + Tiling::kItemOverheadTokens;
-  const int64_t share = (total + blocks - 1) / blocks;
-  std::vector<int> levels;
-  for (int p : tail_percent)
-    if (p > 0 && share * p / 100 >= Tiling::kMinPieceTokens + Tiling::kItemOverheadTokens)
-      levels.push_back(p);
+  for (int64_t len : lengths) total += len + kOverhead;
+  int64_t lo = std::max<int64_t>(1, (total + blocks - 1) / blocks), hi = total + kOverhead;
+  auto fits = [&](int64_t quota, std::vector<Piece>* out) {
+    int64_t last_load = 0;
+    std::vector<Piece> cut = cut_rows(lengths, blocks, quota, last_load);
+    if (out) *out = std::move(cut);
+    return last_load <= quota;
+  };
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (fits(mid, nullptr))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  std::vector<Piece> pieces;
+  fits(lo, &pieces);
 
   auto count_partials = [&](const std::vector<Piece>& ps) {
     std::vector<int64_t> per_row(size_t(batch), 0);
@@ -152,17 +128,7 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
       if (c > 1 || warps_per_head > 1) n += c * warps_per_head;
     return n;
   };
-  // The cut with tails; without them where its partials would not fit; whole rows where
-  // those would not either.
-  std::vector<Piece> pieces = cut_shares(lengths, blocks, levels);
-  if (!levels.empty() && count_partials(pieces) > max_partials) {
-    levels.clear();
-    pieces = cut_shares(lengths, blocks, levels);
-  }
-  if (count_partials(pieces) > max_partials) {
-    levels.clear();
-    pieces = assign_rows(lengths, blocks);
-  }
+  if (count_partials(pieces) > max_partials) pieces = assign_rows(lengths, blocks);
   const int64_t needed = count_partials(pieces);
   check::require(needed <= max_partials, "workspace: decode needs ", needed,
                  " partial slots, the workspace holds ", max_partials,
@@ -186,24 +152,18 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
   }
   work.num_partials = slot;
 
-  // Virtual block v of a cut with L levels is block v / (L + 1)'s own share (level 0) or its
-  // tail of level v % (L + 1). Items go by level, then block: the blocks' own, then the tails.
-  const int64_t per_block = int64_t(levels.size()) + 1;
-  auto key = [&](const Piece& p) {
-    return std::pair(p.block % per_block, p.block / per_block);  // (level, block)
-  };
+  // Items grouped by block, each block's in the order they were assigned.
   std::vector<size_t> order(pieces.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return key(pieces[x]) < key(pieces[y]); });
+                   [&](size_t x, size_t y) { return pieces[x].block < pieces[y].block; });
   work.block_indptr.assign(size_t(blocks) + 1, 0);
   for (size_t i : order) {
     const Piece& p = pieces[i];
     work.items.push_back({p.row, p.begin, p.end, slot_of[i]});
-    if (key(p).first == 0) ++work.block_indptr[size_t(key(p).second) + 1];
+    ++work.block_indptr[size_t(p.block) + 1];
   }
   for (int64_t k = 0; k < blocks; ++k) work.block_indptr[size_t(k) + 1] += work.block_indptr[size_t(k)];
-  work.tail_items = int64_t(work.items.size()) - work.block_indptr.back();
   return work;
 }
 

@@ -3,15 +3,10 @@
 // CPU and CUDA runs read. Both devices use the same layout, so the planner is shared.
 //
 // Integer region (int32, device memory; a host mirror in `host_ints`):
-//   [0] num_work   [1] num_partials   [2] batch_size   [3] decode kernel
-//   [4] streamed decode: tail items claimed   [5] blocks done   [6..7] unused
-//       ([4] and [5] are the streamed kernel's counters: the plan writes them as zero and
-//       the last block of every launch zeroes them again)
+//   [0] num_work   [1] num_partials   [2] batch_size   [3] reserved
 //   [kHeaderInts ..)              streamed decode plans only: block_indptr, grid + 1 ints
-//                                 (block k runs items [k], [k+1]); [grid]: the first tail
-//                                 item, claimed at run time up to num_work); first, at a
-//                                 fixed offset, so a block finds its range in one load;
-//                                 padded to 4 ints
+//                                 (block k runs items [k], [k+1]); first, at a fixed offset,
+//                                 so a block finds its range in one load; padded to 4 ints
 //   [items_offset ..)             num_work items of kWorkFields ints (see WorkItem)
 //   [merge_indptr_offset ..)      batch_size + 1 ints: row b's partial slots are
 //                                 merge_indptr[b] .. merge_indptr[b+1] (empty: no split)
@@ -37,13 +32,10 @@ static_assert(sizeof(WorkItem) == 16);
 
 // The integer region: a header of kHeaderInts ints ([0] work items, [1] decode: partial
 // outputs, prefill: leading items that pair into whole query ranges (Plan::paired_work),
-// [2] batch rows, [3] decode kernel, [4..5] the streamed decode's tail counters), then the
-// items.
+// [2] batch rows, [3] decode kernel), then the items.
 struct Workspace::Impl {
-  static constexpr int64_t kHeaderInts = 8;
+  static constexpr int64_t kHeaderInts = 4;
   static constexpr int64_t kWorkFields = 4;
-  static constexpr int64_t kTailClaimsInt = 4, kBlocksDoneInt = 5;
-  static_assert(kBlocksDoneInt == kTailClaimsInt + 1, "the kernel takes both from one pointer");
   // Where a streamed decode plan's items start: after the header and the block ranges,
   // padded to 4 ints so the kernels' 16-byte item loads stay aligned.
   static constexpr int64_t stream_items_offset(int64_t blocks) {
@@ -77,8 +69,6 @@ struct Workspace::Impl {
   }
   const int32_t* host_merge_indptr() const { return host_ints.data() + merge_indptr_offset; }
   const int32_t* device_ints() const { return ints.data_as<int32_t>(); }
-  // The streamed decode kernel's counters (header [4] and [5]), which it updates.
-  int32_t* stream_tail_counters() const { return ints.data_as<int32_t>() + kTailClaimsInt; }
   float* partial_out() const { return floats.data_as<float>(); }
   float* partial_lse() const { return floats.data_as<float>() + partial_lse_offset; }
 };
