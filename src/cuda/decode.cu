@@ -56,13 +56,10 @@ struct PartialFold {
 template <class T>
 __global__ void __launch_bounds__(kMergeThreads)
     decode_merge_kernel(const __grid_constant__ DecodeArgs a, int head_dim, int group_lanes,
-                        int items_offset, bool wait_first) {
+                        int items_offset) {
   // Launched as a programmatic dependent of the streamed decode kernel: its blocks may start
-  // while that kernel's last blocks finish, and wait for its partials. The plan's header and
-  // merge_indptr are not the decode kernel's output (the plan's copy precedes it on the
-  // stream), so their two dependent round trips go before the wait (wait_first: after it,
-  // for A/B runs).
-  if (wait_first) ptx::griddepcontrol_wait();
+  // while that kernel's last blocks finish, and wait here for its partials.
+  ptx::griddepcontrol_wait();
   const int32_t* ints = a.work_ints;
   const int num_work = ints[0], num_partials = ints[1], batch = ints[2];
   // Offsets come from the device header so a replayed graph follows a re-plan.
@@ -84,7 +81,6 @@ __global__ void __launch_bounds__(kMergeThreads)
     s0 = merge_indptr[row];
     s1 = merge_indptr[row + 1];
   }
-  if (!wait_first) ptx::griddepcontrol_wait();
   auto lse_of = [&](int s) { return partial_lse[int64_t(s) * a.num_qo_heads + head]; };
   auto row_of = [&](int s) {
     return *reinterpret_cast<const float4*>(
@@ -158,10 +154,10 @@ bool is_capturing(cudaStream_t stream) {
 }
 
 // The split merge; `programmatic`: may start before the previous kernel on the stream has
-// finished (it waits in griddepcontrol.wait), hiding its launch; `wait_first`: see the kernel.
+// finished (it waits in griddepcontrol.wait), hiding its launch.
 template <class T>
 void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, int max_slots,
-                  int items_offset, bool programmatic, bool wait_first, cudaStream_t stream) {
+                  int items_offset, bool programmatic, cudaStream_t stream) {
   // Threads per output quad: enough that each folds ~kMergeUnroll slots of the longest row.
   int group_lanes = 1;
   while (group_lanes < 32 && group_lanes * kMergeUnroll < max_slots) group_lanes *= 2;
@@ -181,7 +177,7 @@ void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, in
     config.numAttrs = 1;
   }
   FP_CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge_kernel<T>, args, head_dim, group_lanes,
-                                   items_offset, wait_first));
+                                   items_offset));
 }
 
 
@@ -203,9 +199,6 @@ struct StreamKnobs {
   // FLASHPAGE_DECODE_PRODUCERS=P: producer warps, clamped to what the kernel and the ring
   // allow. 2 by default: page 1 at 16/2/256 +29%, 8-token boxes +0-2.5% over 1 (session 16).
   int producers = 2;
-  // FLASHPAGE_DECODE_MERGE_WAIT_FIRST=1: the merge waits for the decode kernel before reading
-  // the plan's header and merge_indptr (session 16's order; bench/NOTES.md, session 17).
-  bool merge_wait_first = false;
 };
 const StreamKnobs& stream_knobs() {
   static const StreamKnobs knobs = [] {
@@ -216,8 +209,6 @@ const StreamKnobs& stream_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_DECODE_TMA")) k.tma = std::atoi(v) != 0 ? 1 : 0;
     if (const char* v = std::getenv("FLASHPAGE_DECODE_TMA_PROMOTION")) k.tma_promotion = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_DECODE_PRODUCERS")) k.producers = std::atoi(v);
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_MERGE_WAIT_FIRST"))
-      k.merge_wait_first = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -370,11 +361,11 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     if (q.dtype() == DType::bf16)
       launch_merge<__nv_bfloat16>(args, int(plan.batch_size), int(plan.num_qo_heads),
                                   int(plan.head_dim), max_slots, int(ws.items_offset),
-                                  programmatic, stream_knobs().merge_wait_first, stream);
+                                  programmatic, stream);
     else
       launch_merge<__half>(args, int(plan.batch_size), int(plan.num_qo_heads),
                            int(plan.head_dim), max_slots, int(ws.items_offset), programmatic,
-                           stream_knobs().merge_wait_first, stream);
+                           stream);
   }
 }
 
