@@ -55,23 +55,19 @@ for stage in $STAGES; do
           >"$OUT/$name.log" 2>&1 || fails=$((fails + 1))
         note "test $name: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ' | head -c 200) skipped=$(grep -c '\[  SKIPPED' "$OUT/$name.log")"
       done
-      # The same decode cases on the sm_80+ split kernel (the sm_90 default is the streamed one).
-      if [ "${SPLIT_TESTS:-1}" = 1 ]; then
-        FLASHPAGE_DECODE_KERNEL=split timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/test_ops" \
-          --gtest_filter='Decode.Cuda*' --gtest_brief=1 >"$OUT/test_ops_split.log" 2>&1 || fails=$((fails + 1))
-        note "test test_ops (split decode kernel): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_ops_split.log" | tr '\n' ' ' | head -c 200)"
-      fi
-      # And on the streamed kernel's bulk-copy path (what runs where TMA maps are refused).
-      if [ "${BULK_TESTS:-1}" = 1 ]; then
-        FLASHPAGE_DECODE_TMA=0 timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/test_ops" \
-          --gtest_filter='Decode.Cuda*' --gtest_brief=1 >"$OUT/test_ops_bulk.log" 2>&1 || fails=$((fails + 1))
-        note "test test_ops (decode by bulk copies): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_ops_bulk.log" | tr '\n' ' ' | head -c 200)"
-      fi
-      # And with other producer-warp counts than the default (clamped to what a shape allows).
+      # The decode cases again under a knob: decode_variant LOG LABEL ENV=VALUE.
+      decode_variant() {
+        env "$3" timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/test_ops" --gtest_filter='Decode.Cuda*' \
+          --gtest_brief=1 >"$OUT/test_ops_$1.log" 2>&1 || fails=$((fails + 1))
+        note "test test_ops ($2): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_ops_$1.log" | tr '\n' ' ' | head -c 200)"
+      }
+      # On the sm_80+ split kernel (the sm_90 default is the streamed one), on the streamed
+      # kernel's bulk-copy path (what runs where TMA maps are refused), and with other
+      # producer-warp counts than the default (clamped to what a shape allows).
+      [ "${SPLIT_TESTS:-1}" = 1 ] && decode_variant split "split decode kernel" FLASHPAGE_DECODE_KERNEL=split
+      [ "${BULK_TESTS:-1}" = 1 ] && decode_variant bulk "decode by bulk copies" FLASHPAGE_DECODE_TMA=0
       for p in ${PRODUCER_TESTS:-1 4}; do
-        FLASHPAGE_DECODE_PRODUCERS=$p timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/test_ops" \
-          --gtest_filter='Decode.Cuda*' --gtest_brief=1 >"$OUT/test_ops_producers$p.log" 2>&1 || fails=$((fails + 1))
-        note "test test_ops (decode, $p producer warps): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_ops_producers$p.log" | tr '\n' ' ' | head -c 200)"
+        decode_variant "producers$p" "decode, $p producer warps" FLASHPAGE_DECODE_PRODUCERS=$p
       done
       grep -h -A3 '\[  FAILED  \]' "$OUT"/test_*.log | head -60 >"$OUT/failures.txt"
       note "test binaries failing: $fails"
