@@ -477,6 +477,47 @@ TEST(Errors, AppendGather) {
   for (const auto& c : cases) expect_error(c);
 }
 
+// ---- tensors --------------------------------------------------------------------------------
+// Sizes that overflow int64 (as elements or bytes) would wrap to a small allocation that
+// later writes overrun; negative sizes or strides would address memory outside the storage.
+TEST(Errors, Tensors) {
+  constexpr int64_t kHuge = int64_t(1) << 32, kHalf = int64_t(1) << 62;
+  float blob[6] = {};
+  const Tensor six = Tensor::zeros({6}, DType::f32), none = Tensor::zeros({0}, DType::f32);
+  ASSERT_NO_THROW(Tensor::from_blob(nullptr, {0, 8}, DType::f32));  // no elements: no pointer
+  ASSERT_NO_THROW(six.view({2, -1}));
+  ASSERT_NO_THROW(six.as_strided({2, 2}, {1, 2}));
+  ASSERT_NO_THROW(Tensor::empty({kHuge, kHuge, 0}, DType::f32));  // no elements
+  const std::vector<ErrorCase> cases{
+      {"empty elements overflow", [] { Tensor::empty({kHuge, kHuge}, DType::f32); },
+       {{"Tensor::empty"}, {"2^63-1"}, {"[4294967296,4294967296]"}}},
+      {"empty bytes overflow", [] { Tensor::empty({kHalf}, DType::f32); },
+       {{"Tensor::empty"}, {"2^63-1"}, {"f32"}}},
+      {"empty negative", [] { Tensor::empty({3, -2}, DType::f32); }, {{"Tensor::empty"}, {"[3,-2]"}}},
+      {"view negative sizes", [&] { six.view({-2, -3}); }, {{"Tensor::view"}, {"[-2,-3]"}}},
+      {"view -1 over no elements", [&] { none.view({0, -1}); }, {{"Tensor::view"}, {"-1"}}},
+      {"view two -1", [&] { six.view({-1, -1}); }, {{"Tensor::view"}, {"-1"}}},
+      {"view wrong count", [&] { six.view({4, 2}); }, {{"Tensor::view"}, {"[4,2]"}}},
+      {"as_strided negative stride", [&] { six.as_strided({2}, {-1}); },
+       {{"Tensor::as_strided"}, {"strides"}}},
+      {"as_strided negative size", [&] { six.as_strided({-1}, {1}); },
+       {{"Tensor::as_strided"}, {"[-1]"}}},
+      {"as_strided past the storage", [&] { six.as_strided({2, 3}, {3, 2}); },
+       {{"Tensor::as_strided"}, {"past the storage"}}},
+      {"as_strided reach overflows", [&] { six.as_strided({3}, {kHalf}); },
+       {{"Tensor::as_strided"}, {"past the storage"}}},
+      {"from_blob null scalar", [] { Tensor::from_blob(nullptr, {}, DType::f32); },
+       {{"from_blob"}, {"data"}, {"null"}}},
+      {"from_blob null", [] { Tensor::from_blob(nullptr, {2, 3}, DType::f32); },
+       {{"from_blob"}, {"data"}, {"6 elements"}}},
+      {"from_blob negative size", [&] { Tensor::from_blob(blob, {-4, 1}, DType::f32); },
+       {{"from_blob"}, {"[-4,1]"}}},
+      {"from_blob negative stride", [&] { Tensor::from_blob(blob, {2, 3}, DType::f32, Device::cpu(), {-3, 1}); },
+       {{"from_blob"}, {"strides"}}},
+  };
+  for (const auto& c : cases) expect_error(c);
+}
+
 // ---- parsers and devices --------------------------------------------------------------------
 TEST(Errors, Parsers) {
   const std::vector<ErrorCase> cases{

@@ -2,6 +2,22 @@
 
 namespace flashpage::check {
 
+int64_t element_count(const Shape& shape, DType dtype, std::string_view name) {
+  for (int64_t size : shape)
+    require(size >= 0, name, ": expected non-negative sizes, got ", shape_to_string(shape));
+  for (int64_t size : shape)
+    if (size == 0) return 0;
+  int64_t n = 1, bytes = 0;
+  for (int64_t size : shape)
+    require(!__builtin_mul_overflow(n, size, &n), name,
+            ": expected at most 2^63-1 bytes, got shape ", shape_to_string(shape),
+            " (its element count overflows int64)");
+  require(!__builtin_mul_overflow(n, int64_t(dtype_size(dtype)), &bytes), name,
+          ": expected at most 2^63-1 bytes, got shape ", shape_to_string(shape), " of ",
+          dtype_name(dtype), " (", n, " elements)");
+  return n;
+}
+
 void defined(const Tensor& t, std::string_view name) {
   require(t.defined(), name, ": expected a tensor, got an undefined one");
 }

@@ -23,6 +23,10 @@ void require(bool ok, const Parts&... parts) {
   if (!ok) fail(parts...);
 }
 
+// The elements of `shape` (1 for a scalar), after checking that every size is >= 0 and that
+// the tensor's bytes (elements x dtype size) fit in int64: a larger shape would wrap around to
+// a small allocation that later writes overrun.
+int64_t element_count(const Shape& shape, DType dtype, std::string_view name);
 // "query: expected 4 dims [B,H,S,D], got [2,8,64]"; also rejects an undefined tensor.
 void dims(const Tensor& t, std::string_view name, int64_t rank, std::string_view layout);
 void defined(const Tensor& t, std::string_view name);

@@ -86,9 +86,7 @@ std::string shape_to_string(const Shape& shape) {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  for (int64_t s : shape)
-    check::require(s >= 0, "Tensor::empty: expected non-negative sizes, got ",
-                   shape_to_string(shape));
+  check::element_count(shape, dtype, "Tensor::empty");
   Tensor t;
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
@@ -109,10 +107,14 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device,
                          const Shape& strides) {
-  check::require(data != nullptr || shape.empty() || Tensor().numel() == 0,
-                 "Tensor::from_blob: data is null");
+  const int64_t elements = check::element_count(shape, dtype, "Tensor::from_blob: shape");
+  check::require(data != nullptr || elements == 0, "Tensor::from_blob: data: expected a pointer to ",
+                 elements, " elements of shape ", shape_to_string(shape), ", got null");
   check::require(strides.empty() || strides.size() == shape.size(),
                  "Tensor::from_blob: expected ", shape.size(), " strides, got ", strides.size());
+  for (int64_t st : strides)
+    check::require(st >= 0, "Tensor::from_blob: strides: expected non-negative strides, got ",
+                   shape_to_string(strides));
   Tensor t;
   t.shape_ = shape;
   t.strides_ = strides.empty() ? contiguous_strides(shape) : strides;
@@ -183,20 +185,25 @@ Tensor Tensor::view(const Shape& shape) const {
   check::require(is_contiguous(), "Tensor::view: expected a contiguous tensor, got strides ",
                  shape_to_string(strides_));
   Shape s = shape;
-  int64_t known = 1, infer = -1;
+  int64_t infer = -1;
   for (size_t i = 0; i < s.size(); ++i) {
+    check::require(s[i] >= -1, "Tensor::view: expected sizes >= 0 (one may be -1), got ",
+                   shape_to_string(shape));
     if (s[i] == -1) {
       check::require(infer < 0, "Tensor::view: only one -1 allowed in ", shape_to_string(shape));
       infer = int64_t(i);
-    } else {
-      known *= s[i];
     }
   }
-  if (infer >= 0 && known > 0) s[infer] = numel() / known;
-  int64_t n = 1;
-  for (int64_t v : s) n *= v;
-  check::require(n == numel(), "Tensor::view: cannot view ", shape_str(), " as ",
-                 shape_to_string(shape));
+  if (infer >= 0) {
+    Shape known_sizes = s;
+    known_sizes.erase(known_sizes.begin() + infer);
+    const int64_t known = check::element_count(known_sizes, dtype_, "Tensor::view");
+    check::require(known > 0, "Tensor::view: cannot infer the -1 of ", shape_to_string(shape),
+                   " when the other sizes hold no elements (viewing ", shape_str(), ")");
+    s[size_t(infer)] = numel() / known;
+  }
+  check::require(check::element_count(s, dtype_, "Tensor::view") == numel(),
+                 "Tensor::view: cannot view ", shape_str(), " as ", shape_to_string(shape));
   Tensor t = *this;
   t.shape_ = s;
   t.strides_ = contiguous_strides(s);
@@ -240,11 +247,22 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides) const {
   check::defined(*this, "Tensor::as_strided");
   check::require(shape.size() == strides.size(), "Tensor::as_strided: expected ", shape.size(),
                  " strides, got ", strides.size());
-  const size_t span = detail::span_elements(shape, strides);
-  check::require(span == 0 || (offset_ + int64_t(span)) * int64_t(dtype_size(dtype_)) <=
-                                  int64_t(storage_->bytes),
-                 "Tensor::as_strided: ", shape_to_string(shape), " with strides ",
-                 shape_to_string(strides), " reaches past the storage");
+  check::element_count(shape, dtype_, "Tensor::as_strided");
+  for (int64_t st : strides)
+    check::require(st >= 0, "Tensor::as_strided: expected non-negative strides, got ",
+                   shape_to_string(strides));
+  // The furthest element's offset from the view's first, without overflowing, against the
+  // elements the storage holds past the view's offset.
+  const int64_t room = int64_t(storage_->bytes) / int64_t(dtype_size(dtype_)) - offset_;
+  bool fits = true, empty = false;
+  int64_t last = 0, reach = 0;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    empty = empty || shape[d] == 0;
+    fits = fits && !__builtin_mul_overflow(std::max<int64_t>(shape[d] - 1, 0), strides[d], &reach) &&
+           !__builtin_add_overflow(last, reach, &last);
+  }
+  check::require(empty || (fits && last < room), "Tensor::as_strided: ", shape_to_string(shape),
+                 " with strides ", shape_to_string(strides), " reaches past the storage");
   Tensor t = *this;
   t.shape_ = shape;
   t.strides_ = strides;
