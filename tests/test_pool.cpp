@@ -96,6 +96,19 @@ TEST(Pool, BadArgumentsThrow) {
   EXPECT_THROW(pool.unbind_request(a + 100), Error);
   EXPECT_THROW(pool.pages_of(a + 100), Error);
   EXPECT_THROW(pool.capacity(-1), Error);
+  // More than the whole pool (12 pages of 4) can never be bound: an Error, not an exhaustion
+  // to retry; and capacities whose page count would overflow are caught before it.
+  for (int64_t capacity : {int64_t(49), INT64_MAX, int64_t(-1)}) {
+    try {
+      pool.bind_request(capacity);
+      ADD_FAILURE() << "bind_request(" << capacity << ") did not throw";
+    } catch (const KvCacheExhausted&) {
+      ADD_FAILURE() << "bind_request(" << capacity << ") threw KvCacheExhausted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("bind_request: expected a capacity of 0..48"),
+                std::string::npos) << e.what();
+    }
+  }
   EXPECT_THROW(pool.activate(std::vector<int64_t>{a, a + 7}), Error);
   pool.unbind_request(a);
   EXPECT_THROW(pool.unbind_request(a), Error) << "double unbind";
@@ -107,6 +120,13 @@ TEST(Pool, BadArgumentsThrow) {
            [](KvCacheConfig& c) { c.kv_heads = 0; },
            [](KvCacheConfig& c) { c.layers = 0; },
            [](KvCacheConfig& c) { c.dtype = DType::i32; },
+           // 2^24 pages x 256 x 2^24 heads x 256: the element count overflows int64.
+           [](KvCacheConfig& c) {
+             c.num_pages = int64_t(1) << 24;
+             c.page_size = 256;
+             c.kv_heads = int64_t(1) << 24;
+             c.head_dim = 256;
+           },
        }) {
     KvCacheConfig cfg = small_config(Device::cpu(), DType::f32, KvLayout::NHD);
     edit(cfg);
@@ -237,6 +257,15 @@ void run_put_read_back(Device device, DType dtype, KvLayout layout) {
   pool.activate(std::vector<int64_t>{c});
   Tensor k = random_tensor(rng, {1, 1, 2, pool.config().head_dim}, dtype, device);
   EXPECT_THROW(pool.put(0, 4, k, k), Error);
+  for (int64_t start : {int64_t(4), INT64_MAX}) {  // one token into 4: the second overflows start + 1
+    try {
+      pool.put(0, start, k, k);
+      ADD_FAILURE() << "put at " << start << " did not throw";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("start_positions[0]: expected 0..3"), std::string::npos)
+          << e.what();
+    }
+  }
   EXPECT_THROW(pool.metadata(5), Error);
   EXPECT_THROW(pool.put(2, 0, k, k), Error) << "layer out of range";
   expect_invariants(pool, {a, b, c});

@@ -50,7 +50,9 @@ class KvCachePool {
   int64_t free_pages() const { return int64_t(free_list_.size()); }
   int64_t num_requests() const;
 
-  // Takes ceil(capacity / page_size) pages; returns the request id.
+  // Takes ceil(capacity / page_size) pages; returns the request id. Throws KvCacheExhausted
+  // when fewer pages are free (a retry after unbinding may succeed), Error when the capacity
+  // is negative or more than the whole pool holds (num_pages x page_size: no retry can).
   int64_t bind_request(int64_t capacity_tokens);
   void unbind_request(int64_t id);
   int64_t capacity(int64_t id) const;

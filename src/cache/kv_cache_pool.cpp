@@ -27,6 +27,8 @@ KvCachePool::KvCachePool(const KvCacheConfig& c) : config_(c) {
   const Shape shape = c.layout == KvLayout::NHD
                           ? Shape{c.layers, c.num_pages, c.page_size, c.kv_heads, c.head_dim}
                           : Shape{c.layers, c.num_pages, c.kv_heads, c.page_size, c.head_dim};
+  check::element_count(shape, c.dtype,
+                       "KvCacheConfig: layers x num_pages x page_size x kv_heads x head_dim");
   k_ = Tensor::empty(shape, c.dtype, c.device);
   v_ = Tensor::empty(shape, c.dtype, c.device);
   // Popped from the back: the lowest ids go out first.
@@ -47,8 +49,9 @@ const KvCachePool::Request& KvCachePool::request(int64_t id, const char* what) c
 }
 
 int64_t KvCachePool::bind_request(int64_t capacity_tokens) {
-  check::require(capacity_tokens >= 0, "bind_request: expected capacity >= 0, got ",
-                 capacity_tokens);
+  check::require(capacity_tokens >= 0 && capacity_tokens <= config_.num_pages * config_.page_size,
+                 "bind_request: expected a capacity of 0..", config_.num_pages * config_.page_size,
+                 " tokens (num_pages x page_size), got ", capacity_tokens);
   const int64_t need = pages_for(capacity_tokens, config_.page_size);
   if (need > free_pages())
     throw KvCacheExhausted("bind_request: capacity " + std::to_string(capacity_tokens) +
@@ -148,9 +151,11 @@ void KvCachePool::put_tokens(int64_t layer, std::span<const int64_t> indptr,
     const int64_t seq = indptr[size_t(b) + 1] - indptr[size_t(b)];
     const Request& r = request(active_[size_t(b)], "put");
     check::require(seq >= 0, "put: token offsets must not decrease (row ", b, ")");
-    check::require(start >= 0 && start + seq <= r.capacity, "put: row ", b, " (request ",
-                   active_[size_t(b)], ") writes positions [", start, ", ", start + seq,
-                   ") beyond its capacity ", r.capacity);
+    // start <= capacity - seq: start + seq could overflow.
+    check::require(start >= 0 && start <= r.capacity - seq, "start_positions[", b,
+                   "]: expected 0..", r.capacity - seq, " (row ", b, " of request ",
+                   active_[size_t(b)], " writes ", seq, " tokens into a capacity of ",
+                   r.capacity, "), got ", start);
     for (int64_t s = 0; s < seq; ++s) {
       rows.push_back(int32_t(b));
       positions.push_back(int32_t(start + s));
