@@ -101,6 +101,20 @@ TEST(Sdpa, CpuRank1MaskBroadcasts) {
   FP_SEEDED_RNG(rng);
   FP_CASE(run_sdpa(rng, {2, 4, 2, 6, 10, 64, DType::f32, false, MaskKind::additive, {10}}, Device::cpu()));
   FP_CASE(run_sdpa(rng, {2, 4, 2, 6, 10, 64, DType::f32, false, MaskKind::boolean, {10}}, Device::cpu()));
+  // Size-1 key dims broadcast over the keys too: one value per query row (or for all).
+  FP_CASE(run_sdpa(rng, {2, 4, 2, 6, 10, 64, DType::f32, false, MaskKind::additive, {6, 1}}, Device::cpu()));
+  FP_CASE(run_sdpa(rng, {2, 4, 2, 6, 10, 64, DType::f32, false, MaskKind::additive, {1}}, Device::cpu()));
+}
+
+// The same on CUDA (a [L] mask reaches the kernels as [1, L]; size-1 key dims read with
+// stride 0).
+TEST(Sdpa, CudaRank1MaskBroadcasts) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  FP_CASE(run_sdpa(rng, {2, 4, 2, 6, 10, 64, DType::bf16, false, MaskKind::additive, {10}}, cuda0()));
+  FP_CASE(run_sdpa(rng, {2, 4, 2, 6, 10, 128, DType::f16, false, MaskKind::boolean, {10}}, cuda0()));
+  FP_CASE(run_sdpa(rng, {2, 4, 2, 6, 10, 64, DType::bf16, false, MaskKind::additive, {6, 1}}, cuda0()));
+  FP_CASE(run_sdpa(rng, {2, 4, 2, 6, 10, 64, DType::bf16, false, MaskKind::additive, {1}}, cuda0()));
 }
 
 TEST(Sdpa, CpuHalfPrecision) {

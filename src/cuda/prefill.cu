@@ -69,7 +69,7 @@ MaskView make_mask_view(const Tensor& mask, MaskShapes shapes) {
   check::require(rank >= 2 && rank <= 4, "mask: expected 2 to 4 dims, got ", mask.shape_str());
   auto stride_of = [&](int64_t d) { return mask.size(d) == 1 ? int64_t(0) : mask.stride(d); };
   m.stride_query = stride_of(rank - 2);
-  m.stride_key = mask.stride(rank - 1);
+  m.stride_key = stride_of(rank - 1);  // [.., 1]: one value for every key
   if (shapes == MaskShapes::paged) {
     if (rank == 3) m.stride_batch = stride_of(0);  // [B, S, L]
     if (rank == 4) {

@@ -50,13 +50,17 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
   ops_detail::check_out(out, q, "[B,Hq,S,D]");
   ops_detail::check_lse(lse, {batch, hq, s}, "[B,Hq,S]", device);
   const AttentionParams resolved = ops_detail::resolve_params(params, d);
+  // A key-padding row [L] is the [1, L] mask (the row broadcasts over S): the form both
+  // devices' kernels take.
+  const Tensor m =
+      mask.defined() && mask.dim() == 1 ? mask.as_strided({1, mask.size(0)}, {0, mask.stride(0)}) : mask;
 
   if (device.is_cpu()) {
-    cpu::sdpa(q, k, v, mask, resolved, out, lse);
+    cpu::sdpa(q, k, v, m, resolved, out, lse);
     return;
   }
 #ifdef FLASHPAGE_WITH_CUDA
-  cuda::sdpa(q, k, v, mask, resolved, out, lse, stream);
+  cuda::sdpa(q, k, v, m, resolved, out, lse, stream);
 #else
   (void)stream;
   ops_detail::no_cuda("sdpa");
