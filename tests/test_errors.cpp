@@ -232,6 +232,38 @@ TEST(Errors, PageTables) {
   }
 }
 
+// Limits of the int32 work lists and the host helper row_lengths (which reads indptr and
+// last_page_len like the planners do).
+TEST(Errors, Limits) {
+  // One row of 2^23 + 1 pages of 256 tokens: 2^31 + 1 tokens, past the int32 positions. The
+  // lengths are checked before any page id is read, so one id is enough.
+  PagedKv kv;
+  kv.k_pages = Tensor::zeros({1, 256, 1, 8}, DType::f32);
+  kv.v_pages = kv.k_pages;
+  kv.table = {host_ints({0, (int64_t(1) << 23) + 1}), host_ints({0}), host_ints({1})};
+  Workspace ws(Device::cpu(), size_t(1) << 20);
+  PageTable small{host_ints({0, 1}), host_ints({0}), host_ints({3})};
+  ASSERT_EQ(row_lengths(small, 4), (std::vector<int64_t>{3}));
+  const std::vector<ErrorCase> cases{
+      {"row past 2^31-1 tokens", [&] { plan_decode(ws, kv.table, kv, 1); },
+       {{"page_table"}, {"2^31-1"}, {"2147483649"}}},
+      {"qo_len past 2^31-1 rows", [&] {
+         PagedKv one = kv;
+         one.table = {host_ints({0, 1}), host_ints({0}), host_ints({5})};
+         plan_prefill(ws, Tensor(), one.table, one, int64_t(1) << 31, 1);
+       }, {{"qo_len"}, {"2147483648"}}},
+      {"row_lengths page_size", [&] { row_lengths(small, -4); }, {{"page_size"}, {"-4"}}},
+      {"row_lengths decreasing indptr", [] {
+         row_lengths({host_ints({0, 3, 1}), host_ints({0}), host_ints({2, 1})}, 4);
+       }, {{"page_table.indptr"}, {"non-decreasing"}}},
+      {"row_lengths indptr[0]", [] { row_lengths({host_ints({3, 1}), host_ints({0}), host_ints({99})}, 4); },
+       {{"page_table.indptr"}, {"indptr[0]"}}},
+      {"row_lengths last_page_len", [] { row_lengths({host_ints({0, 1}), host_ints({0}), host_ints({5})}, 4); },
+       {{"last_page_len"}, {"5"}}},
+  };
+  for (const auto& c : cases) expect_error(c);
+}
+
 TEST(Errors, Decode) {
   FP_SEEDED_RNG(rng);
   const PagedArgs base = valid_decode(rng);

@@ -1,5 +1,6 @@
 #include "ops/page_table_check.h"
 
+#include <climits>
 #include <string>
 
 #include "core/check.h"
@@ -24,11 +25,12 @@ void check_page_table_shapes(const PageTable& t, Device device, std::string_view
   }
 }
 
-std::vector<int64_t> check_page_table(const PageTable& t, int64_t num_pages, int64_t page_size) {
+std::vector<int64_t> check_row_lengths(const PageTable& t, int64_t page_size) {
+  check::require(page_size >= 1 && page_size <= 256, "page_size: expected 1..256, got ",
+                 page_size);
   check_page_table_shapes(t, Device::cpu(), "page_table");
   const int64_t batch = t.batch_size();
   const int32_t* indptr = t.indptr.data_as<int32_t>();
-  const int32_t* indices = t.indices.data_as<int32_t>();
   const int32_t* last = t.last_page_len.data_as<int32_t>();
   check::require(indptr[0] == 0, "page_table.indptr: expected indptr[0] == 0, got ", indptr[0]);
   std::vector<int64_t> lengths(static_cast<size_t>(batch));
@@ -45,7 +47,18 @@ std::vector<int64_t> check_page_table(const PageTable& t, int64_t num_pages, int
                      b, ", got ", last[b]);
     }
     lengths[b] = pages == 0 ? 0 : page_size * (pages - 1) + last[b];
+    // Token positions within a row are int32 in the kernels and work lists.
+    check::require(lengths[b] <= INT32_MAX, "page_table: expected rows of at most 2^31-1 tokens, ",
+                   "got row ", b, " of ", lengths[b], " (", pages, " pages of ", page_size, ")");
   }
+  return lengths;
+}
+
+std::vector<int64_t> check_page_table(const PageTable& t, int64_t num_pages, int64_t page_size) {
+  std::vector<int64_t> lengths = check_row_lengths(t, page_size);
+  const int32_t* indptr = t.indptr.data_as<int32_t>();
+  const int32_t* indices = t.indices.data_as<int32_t>();
+  const int64_t batch = t.batch_size();
   check::require(indptr[batch] <= t.indices.numel(), "page_table.indices: expected at least ",
                  indptr[batch], " entries (indptr[B]), got ", t.indices.numel());
   for (int64_t i = 0; i < indptr[batch]; ++i)

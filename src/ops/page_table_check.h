@@ -8,6 +8,9 @@
 
 namespace flashpage {
 
+// The row lengths of a host table (indptr, last_page_len and page_size checked; the page ids
+// are not read).
+std::vector<int64_t> check_row_lengths(const PageTable& host_table, int64_t page_size);
 // host_table: int32 CPU tensors. num_pages / page_size: of the pages it addresses.
 std::vector<int64_t> check_page_table(const PageTable& host_table, int64_t num_pages,
                                       int64_t page_size);

@@ -1,6 +1,7 @@
 // The planners: read the host page table once per step and write the work list that the CPU
 // and CUDA runs share (layout in ops/workspace.h).
 #include <algorithm>
+#include <climits>
 #include <numeric>
 
 #include "core/check.h"
@@ -203,7 +204,10 @@ Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& 
                      b - 1, "]=", p[b - 1], " > qo_indptr[", b, "]=", p[b]);
     }
   } else {
-    check::require(qo_len_uniform >= 0, "qo_len: expected >= 0, got ", qo_len_uniform);
+    // Query rows are int32 in the work list and the kernels.
+    check::require(qo_len_uniform >= 0 && qo_len_uniform <= INT32_MAX / std::max<int64_t>(batch, 1),
+                   "qo_len: expected 0..", INT32_MAX / std::max<int64_t>(batch, 1),
+                   " (B x qo_len <= 2^31-1 query rows, B = ", batch, "), got ", qo_len_uniform);
     for (int64_t b = 0; b <= batch; ++b) qo_begin[size_t(b)] = b * qo_len_uniform;
   }
   Plan plan;
@@ -255,16 +259,7 @@ Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& 
 }
 
 std::vector<int64_t> row_lengths(const PageTable& host_table, int64_t page_size) {
-  check_page_table_shapes(host_table, Device::cpu(), "page_table");
-  const int64_t batch = host_table.batch_size();
-  const int32_t* indptr = host_table.indptr.data_as<int32_t>();
-  const int32_t* last = host_table.last_page_len.data_as<int32_t>();
-  std::vector<int64_t> out(static_cast<size_t>(batch));
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t pages = indptr[b + 1] - indptr[b];
-    out[size_t(b)] = pages <= 0 ? 0 : page_size * (pages - 1) + last[b];
-  }
-  return out;
+  return check_row_lengths(host_table, page_size);
 }
 
 }  // namespace flashpage
