@@ -1,5 +1,6 @@
 // The seed's interface: backend parsing and selection, TorchNativeAttentionKernel on
 // contiguous inputs, FlashInferAttentionKernel on paged (pool) and ragged contexts.
+#include <functional>
 #include <map>
 
 #include "test_util.h"
@@ -262,6 +263,87 @@ TEST(FlashInfer, ContextErrors) {
     ADD_FAILURE() << "paged without workspace: expected Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("orkspace"), std::string::npos) << e.what();
+  }
+}
+
+// Bad contexts reach an Error that names what is wrong (ctx.indptr, key, out, mask) in the
+// caller's terms, on both backends, instead of a slicing error, a silently ignored mask or
+// output rows left unwritten.
+TEST(Backend, BadContextsNameTheArgument) {
+  auto expect_error = [](const std::string& name, const std::function<void()>& call,
+                         const std::vector<std::string>& parts) {
+    SCOPED_TRACE(name);
+    try {
+      call();
+      ADD_FAILURE() << name << ": expected flashpage::Error";
+    } catch (const Error& e) {
+      for (const auto& part : parts)
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+            << name << ": \"" << e.what() << "\" lacks \"" << part << "\"";
+    }
+  };
+  TorchNativeAttentionKernel torch_native;
+  FlashInferAttentionKernel flashinfer;
+  // Ragged contiguous segments over N = 4 tokens.
+  const Tensor q3 = Tensor::zeros({4, 2, 64}, DType::f32);
+  auto ragged = [](Tensor indptr) { return AttentionContext::ragged(0.0f, false, 2, 2, 64, indptr); };
+  expect_error("decreasing", [&] { torch_native.forward(q3, q3, q3, {}, ragged(host_ints({0, 3, 2}))); },
+               {"ctx.indptr", "non-decreasing"});
+  expect_error("past N", [&] { torch_native.forward(q3, q3, q3, {}, ragged(host_ints({0, 6}))); },
+               {"ctx.indptr", "== 4"});
+  expect_error("short of N", [&] { torch_native.forward(q3, q3, q3, {}, ragged(host_ints({0, 3}))); },
+               {"ctx.indptr", "== 4"});
+  expect_error("[0] != 0", [&] { torch_native.forward(q3, q3, q3, {}, ragged(host_ints({2, 4}))); },
+               {"ctx.indptr", "[0] == 0"});
+  expect_error("key tokens", [&] {
+    const Tensor k = Tensor::zeros({3, 2, 64}, DType::f32);
+    torch_native.forward(q3, k, k, {}, ragged(host_ints({0, 4})));
+  }, {"key", "query tokens N"});
+
+  // Paged: one request of 8 tokens' capacity, 3 in the cache after this step.
+  KvCacheConfig cfg;
+  cfg.kv_heads = 2;
+  cfg.head_dim = 64;
+  cfg.page_size = 4;
+  cfg.num_pages = 4;
+  cfg.dtype = DType::f32;
+  KvCachePool pool(cfg);
+  pool.activate(std::vector<int64_t>{pool.bind_request(8)});
+  const KvCacheMetadata& meta = pool.metadata(3);
+  Workspace ws(Device::cpu(), size_t(4) << 20);
+  const AttentionContext step = AttentionContext::paged(0.0f, false, 2, 2, 64, 0, 0, 3, &pool, &meta, &ws);
+  const Tensor q = Tensor::zeros({1, 2, 3, 64}, DType::f32);
+  const Tensor bad_k = Tensor::zeros({1, 3, 2, 64}, DType::f32);  // [B,S,Hkv,D]: S and H swapped
+  for (AttentionKernel* kernel : std::vector<AttentionKernel*>{&torch_native, &flashinfer})
+    expect_error("key layout", [&] { kernel->forward(q, bad_k, bad_k, {}, step); },
+                 {"key: expected shape [1,2,3,64]", "got [1,3,2,64]"});
+  expect_error("torch_native mask narrower than the row", [&] {
+    torch_native.forward(q, Tensor(), Tensor(), Tensor::zeros({3, 2}, DType::boolean), step);
+  }, {"mask", "3 keys"});
+  const Tensor q1 = Tensor::zeros({1, 2, 1, 64}, DType::f32);
+  const AttentionContext decode = AttentionContext::paged(0.0f, false, 2, 2, 64, 0, 0, 1, &pool, &meta, &ws);
+  expect_error("flashinfer decode out", [&] {
+    Tensor out = Tensor::empty({1, 2, 1, 32}, DType::f32);
+    flashinfer.forward_into(q1, Tensor(), Tensor(), {}, decode, out);
+  }, {"out: expected shape [1,2,1,64]"});
+
+  // Ragged queries over the cache (2 new tokens at position 1).
+  const Tensor qr = Tensor::zeros({2, 2, 64}, DType::f32);
+  auto paged_ragged = [&](Tensor indptr) {
+    return AttentionContext::paged_ragged(0.0f, false, 2, 2, 64, 0, indptr, host_ints({1}),
+                                          host_ints({3}), &pool, &meta, &ws);
+  };
+  expect_error("torch_native mask with ragged paged queries", [&] {
+    torch_native.forward(qr, Tensor(), Tensor(), Tensor::zeros({2, 3}, DType::boolean),
+                         paged_ragged(host_ints({0, 2})));
+  }, {"mask: not supported with ragged paged queries"});
+  for (AttentionKernel* kernel : std::vector<AttentionKernel*>{&torch_native, &flashinfer}) {
+    expect_error("int64 indptr past int32", [&] {
+      kernel->forward(qr, Tensor(), Tensor(), {}, paged_ragged(host_ints({0, (int64_t(1) << 32) + 2}, DType::i64)));
+    }, {"ctx.indptr", "2^31"});
+    expect_error("indptr short of N", [&] {
+      kernel->forward(qr, Tensor(), Tensor(), {}, paged_ragged(host_ints({0, 1})));
+    }, {"ctx.indptr", "== 2"});
   }
 }
 

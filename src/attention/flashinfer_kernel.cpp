@@ -8,7 +8,9 @@ namespace flashpage {
 
 namespace {
 
+using attention_detail::check_step_kv;
 using attention_detail::host_index_values;
+using attention_detail::host_indptr;
 using attention_detail::lse_for;
 
 // Plans once per step: layers after the first find the plan of the same table and shape.
@@ -54,7 +56,8 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
       // Ragged queries over the cache: query [N, Hq, D], key/value [N, Hkv, D].
       check::dims(query, "query", 3, "[N,Hq,D]");
       check::require(!mask.defined(), "mask: not supported with ragged paged queries");
-      const std::vector<int64_t> qo = host_index_values(ctx.indptr, "ctx.indptr");
+      const std::vector<int64_t> qo =
+          host_indptr(ctx.indptr, "ctx.indptr", query.size(0), "query tokens N");
       if (key.defined() || value.defined()) {
         const std::vector<int64_t> starts =
             host_index_values(ctx.start_positions, "ctx.start_positions");
@@ -73,8 +76,7 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
     check::dims(query, "query", 4, "[B,Hq,S,D]");
     const int64_t batch = query.size(0), heads = query.size(1), seq = query.size(2);
     if (key.defined() || value.defined()) {
-      check::dims(key, "key", 4, "[B,Hkv,S,D]");
-      check::dims(value, "value", 4, "[B,Hkv,S,D]");
+      check_step_kv(key, value, {batch, pool.config().kv_heads, seq, pool.config().head_dim});
       // The step's new tokens go into the pool first: [B, Hkv, S, D] -> [B, S, Hkv, D].
       pool.put(ctx.layer, ctx.start_pos, key.transpose(1, 2), value.transpose(1, 2),
                ctx.stream);
@@ -82,6 +84,7 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
     const PagedKv kv = pool.layer(ctx.layer, *ctx.meta);
     const Plan& plan = plan_for_step(ws, *ctx.meta, kv, seq, {}, heads);
     if (seq == 1 && !mask.defined()) {
+      check::shape_is(out, "out", query.shape());
       check::contiguous(out, "out");
       Tensor out3 = out.view({batch, heads, query.size(3)});
       batch_decode(ws, plan, query, kv, params, out3, lse_for(ctx, {batch, heads, 1}).defined()

@@ -1,5 +1,7 @@
 #include "attention/sequence_views.h"
 
+#include <climits>
+
 #include "core/check.h"
 
 namespace flashpage::attention_detail {
@@ -12,6 +14,26 @@ std::vector<int64_t> host_index_values(const Tensor& t, std::string_view name) {
   for (int64_t i = 0; i < h.numel(); ++i)
     out[size_t(i)] = h.dtype() == DType::i32 ? h.data_as<int32_t>()[i] : h.data_as<int64_t>()[i];
   return out;
+}
+
+std::vector<int64_t> host_indptr(const Tensor& t, std::string_view name, int64_t tokens,
+                                 std::string_view tokens_of) {
+  const std::vector<int64_t> p = host_index_values(t, name);
+  check::require(!p.empty(), name, ": expected [B+1] entries, got ", t.shape_str());
+  check::require(p[0] == 0, name, ": expected ", name, "[0] == 0, got ", p[0]);
+  for (size_t i = 1; i < p.size(); ++i)
+    check::require(p[i] >= p[i - 1] && p[i] <= INT32_MAX, name,
+                   ": expected non-decreasing values below 2^31, got ", name, "[", i - 1, "]=",
+                   p[i - 1], ", ", name, "[", i, "]=", p[i]);
+  check::require(p.back() == tokens, name, ": expected the last entry == ", tokens, " (",
+                 tokens_of, "), got ", name, "[", p.size() - 1, "]=", p.back());
+  return p;
+}
+
+void check_step_kv(const Tensor& key, const Tensor& value, const Shape& expected) {
+  check::dims(key, "key", 4, "[B,Hkv,S,D]");
+  check::shape_is(key, "key", expected);
+  check::shape_is(value, "value", expected);
 }
 
 Tensor tokens_as_sequence(const Tensor& tokens, int64_t begin, int64_t end) {

@@ -2,6 +2,8 @@
 // broadcast masks). Paged and ragged contexts are served the seed's way: gather the pages
 // into contiguous K/V, then SDPA per row — correct everywhere, but it allocates and moves the
 // cache twice; the flashinfer backend reads the pages in place.
+#include <algorithm>
+
 #include "attention/sequence_views.h"
 #include "core/check.h"
 
@@ -9,7 +11,9 @@ namespace flashpage {
 
 namespace {
 
+using attention_detail::check_step_kv;
 using attention_detail::host_index_values;
+using attention_detail::host_indptr;
 using attention_detail::lse_for;
 using attention_detail::tokens_as_sequence;
 
@@ -41,7 +45,10 @@ void TorchNativeAttentionKernel::forward_into(const Tensor& query, const Tensor&
     check::dims(value, "value", 3, "[N,Hkv,D]");
     check::require(!ctx.return_lse, "ctx.lse: return_lse is not supported by torch_native "
                                     "for ragged contexts (use flashinfer)");
-    const std::vector<int64_t> seg = host_index_values(ctx.indptr, "ctx.indptr");
+    const int64_t n = query.size(0);
+    const std::vector<int64_t> seg = host_indptr(ctx.indptr, "ctx.indptr", n, "query tokens N");
+    check::size_is(key, "key", 0, n, "query tokens N");
+    check::size_is(value, "value", 0, n, "query tokens N");
     for (size_t b = 0; b + 1 < seg.size(); ++b) {
       if (seg[b + 1] == seg[b]) continue;
       Tensor seg_out = tokens_as_sequence(out, seg[b], seg[b + 1]);
@@ -61,7 +68,9 @@ void TorchNativeAttentionKernel::forward_into(const Tensor& query, const Tensor&
   std::vector<int64_t> qo;
   if (ragged_q) {
     check::dims(query, "query", 3, "[N,Hq,D]");
-    qo = host_index_values(ctx.indptr, "ctx.indptr");
+    check::require(!mask.defined(), "mask: not supported with ragged paged queries, got ",
+                   mask.str());
+    qo = host_indptr(ctx.indptr, "ctx.indptr", query.size(0), "query tokens N");
     if (key.defined() || value.defined())
       pool.put_ragged(ctx.layer, qo,
                       host_index_values(ctx.start_positions, "ctx.start_positions"), key, value,
@@ -69,16 +78,22 @@ void TorchNativeAttentionKernel::forward_into(const Tensor& query, const Tensor&
   } else {
     check::dims(query, "query", 4, "[B,Hq,S,D]");
     if (key.defined() || value.defined()) {
-      check::dims(key, "key", 4, "[B,Hkv,S,D]");
-      check::dims(value, "value", 4, "[B,Hkv,S,D]");
+      check_step_kv(key, value, {query.size(0), pool.config().kv_heads, query.size(2),
+                                 pool.config().head_dim});
       pool.put(ctx.layer, ctx.start_pos, key.transpose(1, 2), value.transpose(1, 2),
                ctx.stream);
     }
   }
   const PagedKv kv = pool.layer(ctx.layer, *ctx.meta);
   const std::vector<int64_t>& lengths = ctx.meta->lengths;
-  int64_t total = 0;
-  for (int64_t len : lengths) total += len;
+  int64_t total = 0, longest = 0;
+  for (int64_t len : lengths) {
+    total += len;
+    longest = std::max(longest, len);
+  }
+  // Keys are right-aligned per row as in batch_prefill_paged: the mask spans the longest row.
+  check::require(!mask.defined() || mask.size(-1) == longest, "mask: expected ", longest,
+                 " keys in the last dim (the longest row), got ", mask.shape_str());
   Tensor k_all = Tensor::empty({total, kv.num_kv_heads(), kv.head_dim()}, kv.k_pages.dtype(),
                                kv.k_pages.device());
   Tensor v_all = Tensor::empty(k_all.shape(), k_all.dtype(), k_all.device());
