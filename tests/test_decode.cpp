@@ -108,6 +108,15 @@ DecodeCase random_case(Rng& rng, const std::vector<int64_t>& page_sizes,
   return c;
 }
 
+// The one-shot form sizes its own workspace: a batch whose work list is larger than the
+// default one-shot buffer's integer share (140000 rows) still runs.
+TEST(Decode, CpuOneShotLargeBatch) {
+  FP_SEEDED_RNG(rng);
+  std::vector<int64_t> lengths(140000);
+  for (auto& len : lengths) len = rng.integer(0, 2);
+  FP_CASE(run_decode(rng, {lengths, 1, 2, 1, 8}, Device::cpu()));
+}
+
 TEST(Decode, CpuRandomSweep) {
   FP_SEEDED_RNG(rng);
   for (int i = 0; i < 25 * test_scale(); ++i)

@@ -340,6 +340,13 @@ TEST(Errors, Decode) {
          const Plan plan = plan_prefill(ws, Tensor(), a.pc.host_table, a.pc.kv, 1, a.hq);
          batch_decode(ws, plan, a.q, a.pc.kv, {}, a.out, a.lse);
        }, {{"plan"}}},
+      {"plan of another workspace", [&] {
+         PagedArgs a = base;
+         Workspace mine(Device::cpu(), size_t(8) << 20), other(Device::cpu(), size_t(8) << 20);
+         plan_decode(mine, a.pc.host_table, a.pc.kv, a.hq);  // both at their first plan
+         const Plan plan = plan_decode(other, a.pc.host_table, a.pc.kv, a.hq);
+         batch_decode(mine, plan, a.q, a.pc.kv, {}, a.out, a.lse);
+       }, {{"plan"}, {"its own workspace"}}},
       {"stale plan", [&] {
          PagedArgs a = base;
          const Plan plan = plan_decode(ws, a.pc.host_table, a.pc.kv, a.hq);

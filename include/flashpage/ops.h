@@ -83,7 +83,7 @@ struct Plan {
   int64_t kv_chunk = 0;      // tokens per KV chunk chosen by the planner
   int64_t kv_tokens = 0;     // prefill: K/V tokens of all rows (sizes the kernel's L2 bands)
   int64_t paired_work = 0;   // prefill: leading items whose pairs (2p, 2p+1) are one query range
-  uint64_t generation = 0;   // which plan_* call of the Workspace made it
+  uint64_t generation = 0;   // which plan_* call made it (numbered across all workspaces)
 };
 
 // ---- decode: q [B, Hq, D] (or [B, Hq, 1, D]), one query token per row ----------------------

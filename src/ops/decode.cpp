@@ -3,6 +3,7 @@
 #include "cpu/cpu_ops.h"
 #include "ops/page_table_check.h"
 #include "ops/validate.h"
+#include "ops/workspace.h"
 #ifdef FLASHPAGE_WITH_CUDA
 #include "cuda/cuda_ops.h"
 #endif
@@ -75,7 +76,7 @@ Tensor batch_decode(const Tensor& q, const PagedKv& kv, const AttentionParams& p
   const Device device = kv.k_pages.device();
   check_page_table_shapes(kv.table, device, "kv.table");
   const Tensor q3 = decode_query_view(q, "query");
-  Workspace ws(device, Workspace::kOneShotBytes);
+  Workspace ws(device, one_shot_workspace_bytes(kv.table.batch_size()));
   const Plan plan = plan_decode(ws, kv.table.to(Device::cpu()), kv, q3.size(1));
   Tensor out = Tensor::empty(q.shape(), q.dtype(), device);
   Tensor lse_out;

@@ -1,6 +1,7 @@
 // The planners: read the host page table once per step and write the work list that the CPU
 // and CUDA runs share (layout in ops/workspace.h).
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <numeric>
 
@@ -112,7 +113,10 @@ Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
                        w.host_ints.size() * 4);
   else
     std::copy(w.host_ints.begin(), w.host_ints.end(), w.ints.data_as<int32_t>());
-  plan.generation = ++w.generation;
+  // Numbered across all workspaces: a plan passed with another workspace than its own fails
+  // check_plan instead of matching that workspace's count by chance.
+  static std::atomic<uint64_t> last_generation{0};
+  plan.generation = w.generation = ++last_generation;
   plan.num_work = int64_t(items.size());
   return plan;
 }

@@ -5,6 +5,7 @@
 #include "cpu/cpu_ops.h"
 #include "ops/page_table_check.h"
 #include "ops/validate.h"
+#include "ops/workspace.h"
 #ifdef FLASHPAGE_WITH_CUDA
 #include "cuda/cuda_ops.h"
 #endif
@@ -120,7 +121,9 @@ Tensor batch_prefill_paged(const Tensor& q, const Tensor& qo_indptr, const Paged
   check_prefill_query(q, qo_indptr, batch, device);
   ops_detail::check_operand(q, "query", kv.k_pages.dtype(), "k_pages", device);
   const bool ragged = qo_indptr.defined();
-  Workspace ws(device, Workspace::kOneShotBytes);
+  // Query tiles of 16 rows (the CPU's; CUDA's are 64) plus one partial tile per row.
+  const int64_t query_rows = ragged ? q.size(0) : batch * q.size(2);
+  Workspace ws(device, one_shot_workspace_bytes(batch, query_rows / 16 + batch));
   const Tensor host_qo = ragged ? qo_indptr.to(Device::cpu()) : Tensor();
   const Plan plan = plan_prefill(ws, host_qo, kv.table.to(Device::cpu()), kv,
                                  ragged ? 0 : q.size(2), q.size(1));

@@ -70,7 +70,7 @@ void check_plan(const Workspace& ws, const Plan& plan, Plan::Kind kind, Device d
   check::require(plan.generation != 0 && plan.generation == ws.impl().generation,
                  "plan: expected the latest plan made on this workspace (generation ",
                  ws.impl().generation, "), got generation ", plan.generation,
-                 "; a plan is valid until the next plan_* call on its workspace");
+                 "; a plan is valid with its own workspace until the next plan_* call on it");
 }
 
 void check_plan_shape(const Plan& plan, int64_t batch, int64_t hq, int64_t hkv, int64_t d,

@@ -13,6 +13,7 @@
 // Float region (f32, device memory):
 //   [0 ..)                        partial outputs [num_partials, Hq, D]
 //   [partial_lse_offset ..)       partial LSEs   [num_partials, Hq]
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -72,5 +73,14 @@ struct Workspace::Impl {
   float* partial_out() const { return floats.data_as<float>(); }
   float* partial_lse() const { return floats.data_as<float>() + partial_lse_offset; }
 };
+
+// The one-shot op overloads' workspace: Workspace::kOneShotBytes, or more for steps whose work
+// list would not fit its integer share (an eighth: a decode row costs ~8 ints with its item,
+// merge_indptr and arrival count; a prefill query tile 4 more), so that a large one-shot call
+// does not fail asking for a Workspace it cannot be given.
+inline size_t one_shot_workspace_bytes(int64_t rows, int64_t query_tiles = 0) {
+  const size_t ints = size_t(8 * rows + 4 * query_tiles + 4096);
+  return std::max(Workspace::kOneShotBytes, 8 * 4 * ints);
+}
 
 }  // namespace flashpage
