@@ -238,19 +238,24 @@ TEST(FlashInfer, CudaRaggedContiguous) {
   for (bool causal : {true, false}) FP_CASE(run_flashinfer_ragged(rng, cuda0(), DType::bf16, causal, 8, 2));
 }
 
-TEST(FlashInfer, ContextErrors) {
-  FlashInferAttentionKernel kernel;
-  const Tensor q = Tensor::zeros({1, 2, 3, 64}, DType::f32);
-  // Neither paged nor ragged.
-  EXPECT_THROW(kernel.forward(q, q, q, Tensor(), AttentionContext::contiguous(0.0f, true)), Error);
-  // Paged without a workspace.
+// A CPU pool of 4 pages of 4 tokens, 2 KV heads of 64: for the error cases.
+KvCacheConfig tiny_config() {
   KvCacheConfig cfg;
   cfg.kv_heads = 2;
   cfg.head_dim = 64;
   cfg.page_size = 4;
   cfg.num_pages = 4;
   cfg.dtype = DType::f32;
-  KvCachePool pool(cfg);
+  return cfg;
+}
+
+TEST(FlashInfer, ContextErrors) {
+  FlashInferAttentionKernel kernel;
+  const Tensor q = Tensor::zeros({1, 2, 3, 64}, DType::f32);
+  // Neither paged nor ragged.
+  EXPECT_THROW(kernel.forward(q, q, q, Tensor(), AttentionContext::contiguous(0.0f, true)), Error);
+  // Paged without a workspace.
+  KvCachePool pool(tiny_config());
   const int64_t a = pool.bind_request(8);
   pool.activate(std::vector<int64_t>{a});
   const KvCacheMetadata& meta = pool.metadata(3);
@@ -301,13 +306,7 @@ TEST(Backend, BadContextsNameTheArgument) {
   }, {"key", "query tokens N"});
 
   // Paged: one request of 8 tokens' capacity, 3 in the cache after this step.
-  KvCacheConfig cfg;
-  cfg.kv_heads = 2;
-  cfg.head_dim = 64;
-  cfg.page_size = 4;
-  cfg.num_pages = 4;
-  cfg.dtype = DType::f32;
-  KvCachePool pool(cfg);
+  KvCachePool pool(tiny_config());
   pool.activate(std::vector<int64_t>{pool.bind_request(8)});
   const KvCacheMetadata& meta = pool.metadata(3);
   Workspace ws(Device::cpu(), size_t(4) << 20);
