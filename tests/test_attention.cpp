@@ -2,6 +2,7 @@
 // contiguous inputs, FlashInferAttentionKernel on paged (pool) and ragged contexts.
 #include <functional>
 #include <map>
+#include <optional>
 
 #include "test_util.h"
 
@@ -268,6 +269,31 @@ TEST(FlashInfer, ContextErrors) {
     ADD_FAILURE() << "paged without workspace: expected Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("orkspace"), std::string::npos) << e.what();
+  }
+}
+
+// The backend caches its plan per step, keyed by the metadata's address and version: a new
+// pool whose metadata sits where the old one's did (same storage) must not hit the old plan.
+TEST(FlashInfer, PlanCacheFollowsANewPoolAtTheSameAddress) {
+  FP_SEEDED_RNG(rng);
+  std::optional<KvCachePool> pool;
+  Workspace ws(Device::cpu(), size_t(4) << 20);
+  FlashInferAttentionKernel kernel;
+  for (int64_t len : {3, 7}) {
+    SCOPED_TRACE("cache of " + std::to_string(len) + " tokens");
+    pool.emplace(tiny_config());
+    pool->activate(std::vector<int64_t>{pool->bind_request(8)});
+    const Tensor k = random_tensor(rng, {1, len, 2, 64}, DType::f32, Device::cpu());
+    const Tensor v = random_tensor(rng, {1, len, 2, 64}, DType::f32, Device::cpu());
+    pool->put(0, 0, k, v);
+    const KvCacheMetadata& meta = pool->metadata(len);
+    const Tensor q = random_tensor(rng, {1, 2, 1, 64}, DType::f32, Device::cpu());
+    const auto ref = oracle::decode(q.view({1, 2, 64}), pool->layer(0, meta), {});
+    const AttentionContext ctx =
+        AttentionContext::paged(0.0f, false, 2, 2, 64, 0, len - 1, 1, pool.operator->(), &meta, &ws);
+    Tensor out = poisoned({1, 2, 1, 64}, DType::f32, Device::cpu());
+    ASSERT_NO_THROW(kernel.forward_into(q, Tensor(), Tensor(), {}, ctx, out));
+    expect_output(out.view({1, 2, 64}), ref.out, DType::f32);
   }
 }
 

@@ -36,7 +36,7 @@ struct KvCacheMetadata {
   PageTable device;  // the same on the pool's device (the kernels read these); == host on CPU
   std::vector<int64_t> lengths;  // tokens per active row
   bool rebuilt = false;          // false: updated in place (same buffers, only last_page_len)
-  uint64_t version = 0;
+  uint64_t version = 0;           // changes with every metadata() call of any pool
 };
 
 class KvCachePool {

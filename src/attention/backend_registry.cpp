@@ -46,10 +46,13 @@ std::string flashinfer_unavailable_reason() {
   return {};
 }
 
-AttentionKernel& install_backend(AttentionBackend wanted) {
+namespace {
+
+// With g_mutex held: the backend `wanted` resolves to (FlashInfer falls back to torch_native
+// when disabled), installed.
+AttentionKernel& install_locked(AttentionBackend wanted) {
   static TorchNativeAttentionKernel torch_native;
   static FlashInferAttentionKernel flashinfer;
-  std::lock_guard lock(g_mutex);
   if (wanted == AttentionBackend::FlashInfer) {
     const std::string why = flashinfer_unavailable_reason();
     if (why.empty()) {
@@ -65,12 +68,18 @@ AttentionKernel& install_backend(AttentionBackend wanted) {
   return *g_current;
 }
 
+}  // namespace
+
+AttentionKernel& install_backend(AttentionBackend wanted) {
+  std::lock_guard lock(g_mutex);
+  return install_locked(wanted);
+}
+
+// The default is installed under the same lock that found none: an install_backend() of
+// another thread in between cannot be overwritten.
 AttentionKernel& current_kernel() {
-  {
-    std::lock_guard lock(g_mutex);
-    if (g_current) return *g_current;
-  }
-  return install_backend(AttentionBackend::FlashInfer);
+  std::lock_guard lock(g_mutex);
+  return g_current ? *g_current : install_locked(AttentionBackend::FlashInfer);
 }
 
 Tensor AttentionKernel::forward(const Tensor& query, const Tensor& key, const Tensor& value,

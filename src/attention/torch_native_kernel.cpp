@@ -91,7 +91,8 @@ void TorchNativeAttentionKernel::forward_into(const Tensor& query, const Tensor&
     total += len;
     longest = std::max(longest, len);
   }
-  // Keys are right-aligned per row as in batch_prefill_paged: the mask spans the longest row.
+  // As in batch_prefill_paged, the mask spans the longest row and row b uses its first len(b)
+  // columns.
   check::require(!mask.defined() || mask.size(-1) == longest, "mask: expected ", longest,
                  " keys in the last dim (the longest row), got ", mask.shape_str());
   Tensor k_all = Tensor::empty({total, kv.num_kv_heads(), kv.head_dim()}, kv.k_pages.dtype(),

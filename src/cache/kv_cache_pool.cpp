@@ -1,6 +1,7 @@
 #include "flashpage/kv_cache.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/check.h"
 
@@ -216,7 +217,10 @@ const KvCacheMetadata& KvCachePool::metadata(std::span<const int64_t> lengths) {
   meta_.host = meta_table_.host;
   meta_.device = meta_table_.device;
   meta_.lengths.assign(lengths.begin(), lengths.end());
-  ++meta_.version;
+  // Numbered across all pools: a plan cached for this table (keyed by the metadata's address
+  // and version) cannot match a later pool's metadata that happens to sit at the same address.
+  static std::atomic<uint64_t> last_version{0};
+  meta_.version = ++last_version;
   return meta_;
 }
 

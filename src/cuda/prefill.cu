@@ -5,7 +5,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -23,7 +22,9 @@
 namespace flashpage::cuda {
 namespace {
 
-std::atomic<const char*> g_last_prefill_kernel{"none"};
+// Per thread: what the calling thread's last prefill ran (another thread's calls do not
+// change what a test on this one reads).
+thread_local const char* g_last_prefill_kernel = "none";
 
 // FLASHPAGE_PREFILL_KERNEL=tc: the benchmark's A/B switch, read once.
 bool hopper_disabled() {
@@ -38,14 +39,14 @@ bool hopper_disabled() {
 // generic kernel.
 bool run_tensor_core_prefill(const PrefillTcParams& t, cudaStream_t stream) {
   if (!hopper_disabled() && run_prefill_hopper(t, stream)) {
-    g_last_prefill_kernel.store(prefill_kernel_name(PrefillKernel::hopper));
+    g_last_prefill_kernel = prefill_kernel_name(PrefillKernel::hopper);
     return true;
   }
   if (run_prefill_tc(t, stream)) {
-    g_last_prefill_kernel.store(prefill_kernel_name(PrefillKernel::tc));
+    g_last_prefill_kernel = prefill_kernel_name(PrefillKernel::tc);
     return true;
   }
-  g_last_prefill_kernel.store(prefill_kernel_name(PrefillKernel::generic));
+  g_last_prefill_kernel = prefill_kernel_name(PrefillKernel::generic);
   return false;
 }
 
@@ -181,7 +182,7 @@ const char* prefill_kernel_name(const PrefillTcParams& params) {
   return prefill_kernel_name(select_prefill_kernel(params));
 }
 
-const char* last_prefill_kernel() { return g_last_prefill_kernel.load(); }
+const char* last_prefill_kernel() { return g_last_prefill_kernel; }
 
 void batch_prefill_paged(const Workspace::Impl& ws, const Plan& plan, const Tensor& q,
                          const Tensor& qo_indptr, const PagedKv& kv, const Tensor& mask,

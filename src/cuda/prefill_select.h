@@ -14,7 +14,7 @@ enum class PrefillKernel { hopper, tc, generic };
 PrefillKernel select_prefill_kernel(const PrefillTcParams& params);
 const char* prefill_kernel_name(PrefillKernel kernel);
 const char* prefill_kernel_name(const PrefillTcParams& params);
-// The kernel the latest CUDA prefill call of this process launched ("none" before any): for
+// The kernel the calling thread's latest CUDA prefill call launched ("none" before any): for
 // tests and benchmarks that want to say what they measured.
 const char* last_prefill_kernel();
 
