@@ -1,5 +1,6 @@
 #include "flashpage/tensor.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -49,9 +50,10 @@ int64_t wrap_dim(int64_t d, int64_t rank, const char* what) {
 template <class Fn>
 void for_each_offset(const Shape& shape, const Shape& strides, Fn&& fn) {
   const int64_t rank = int64_t(shape.size());
+  for (int64_t s : shape)
+    if (s == 0) return;
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
-  if (n == 0) return;
   std::vector<int64_t> idx(rank, 0);
   int64_t off = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -74,7 +76,9 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t s = 1;
   for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
     strides[d] = s;
-    s *= std::max<int64_t>(shape[d], 1);
+    // Only a tensor with no elements can overflow here (element_count checks the others):
+    // its strides address nothing, so they saturate.
+    if (__builtin_mul_overflow(s, std::max<int64_t>(shape[d], 1), &s)) s = INT64_MAX;
   }
   return strides;
 }
@@ -133,6 +137,10 @@ int64_t Tensor::stride(int64_t d) const {
 }
 
 int64_t Tensor::numel() const {
+  // A zero anywhere first: the other sizes of an empty tensor may multiply past int64
+  // (the sizes of a tensor with elements were checked to fit when it was made).
+  for (int64_t s : shape_)
+    if (s == 0) return 0;
   int64_t n = 1;
   for (int64_t s : shape_) n *= s;
   return n;
