@@ -12,14 +12,8 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& qo_indptr, const Tensor& kv_indptr,
                           const AttentionParams& params, Tensor& out, const Tensor& lse,
                           void* stream) {
-  check::dims(q, "query", 3, "[Nq,Hq,D]");
-  check::dims(k, "key", 3, "[Nkv,Hkv,D]");
-  check::dims(v, "value", 3, "[Nkv,Hkv,D]");
+  ops_detail::check_qkv(q, k, v, 3, "[Nq,Hq,D]", "[Nkv,Hkv,D]");
   const Device device = q.device();
-  ops_detail::check_operand(q, "query", q.dtype(), "query", device);
-  ops_detail::check_operand(k, "key", q.dtype(), "query", device);
-  ops_detail::check_operand(v, "value", q.dtype(), "query", device);
-  check::shape_is(v, "value", k.shape());
   const int64_t nq = q.size(0), hq = q.size(1), d = q.size(2), nkv = k.size(0), hkv = k.size(1);
   check::head_dim(d, "query");
   check::size_is(k, "key", 2, d, "head_dim of query");

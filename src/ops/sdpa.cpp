@@ -32,14 +32,8 @@ void check_sdpa_mask(const Tensor& mask, const AttentionParams& params, const Sh
 
 void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
           const AttentionParams& params, Tensor& out, const Tensor& lse, void* stream) {
-  check::dims(q, "query", 4, "[B,Hq,S,D]");
-  check::dims(k, "key", 4, "[B,Hkv,L,D]");
-  check::dims(v, "value", 4, "[B,Hkv,L,D]");
+  ops_detail::check_qkv(q, k, v, 4, "[B,Hq,S,D]", "[B,Hkv,L,D]");
   const Device device = q.device();
-  ops_detail::check_operand(q, "query", q.dtype(), "query", device);
-  ops_detail::check_operand(k, "key", q.dtype(), "query", device);
-  ops_detail::check_operand(v, "value", q.dtype(), "query", device);
-  check::shape_is(v, "value", k.shape());
   const int64_t batch = q.size(0), hq = q.size(1), s = q.size(2), d = q.size(3);
   const int64_t hkv = k.size(1), l = k.size(2);
   check::head_dim(d, "query");

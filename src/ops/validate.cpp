@@ -30,6 +30,17 @@ void check_operand(const Tensor& t, std::string_view name, DType dtype, std::str
   check::inner_contiguous(t, name);
 }
 
+void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t rank,
+               std::string_view q_layout, std::string_view kv_layout) {
+  check::dims(q, "query", rank, q_layout);
+  check::dims(k, "key", rank, kv_layout);
+  check::dims(v, "value", rank, kv_layout);
+  check_operand(q, "query", q.dtype(), "query", q.device());
+  check_operand(k, "key", q.dtype(), "query", q.device());
+  check_operand(v, "value", q.dtype(), "query", q.device());
+  check::shape_is(v, "value", k.shape());
+}
+
 void check_out(const Tensor& out, const Tensor& q, std::string_view layout) {
   check::require(out.defined(), "out: expected a tensor ", layout, " ", q.shape_str(),
                  ", got an undefined tensor");

@@ -17,6 +17,10 @@ AttentionParams resolve_params(const AttentionParams& params, int64_t head_dim);
 // q/k/v/out: f32|f16|bf16, `dtype` when given (as `of`), on `device`, last dim contiguous.
 void check_operand(const Tensor& t, std::string_view name, DType dtype, std::string_view of,
                    Device device);
+// query/key/value of a contiguous-K/V op: `rank` dims each (layouts name them), all
+// operands in the query's dtype and device, value shaped as key.
+void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t rank,
+               std::string_view q_layout, std::string_view kv_layout);
 // out: the query's shape (`layout` names it), dtype and device, last dim contiguous.
 void check_out(const Tensor& out, const Tensor& q, std::string_view layout);
 // lse (when defined): f32 with exactly `shape` on `device`.
