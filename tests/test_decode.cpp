@@ -222,6 +222,34 @@ TEST(Decode, CudaLargeBatches) {
   FP_CASE(run_decode(rng, {many, 8, 32, 8, 64, KvLayout::NHD, DType::bf16}, cuda0()));
 }
 
+// Pages that start 8 bytes off a 16-byte boundary (a view 4 elements into a buffer): the
+// tensor-core kernels' 16-byte K/V copies cannot take them, so the call runs on the generic
+// kernel (the streamed kernel and, under FLASHPAGE_DECODE_KERNEL=split, the split one).
+TEST(Decode, CudaUnalignedPages) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  const PagedCase pc =
+      random_paged(rng, {0, 5, 300, 2000}, 16, 2, 128, KvLayout::NHD, DType::bf16, cuda0());
+  auto unaligned = [](const Tensor& pages) {
+    Tensor buffer = Tensor::empty({pages.numel() + 4}, pages.dtype(), pages.device());
+    Tensor view = buffer.slice(0, 4, 4 + pages.numel()).view(pages.shape());
+    view.copy_(pages);
+    return view;
+  };
+  PagedKv kv = pc.kv;
+  kv.k_pages = unaligned(pc.kv.k_pages);
+  kv.v_pages = unaligned(pc.kv.v_pages);
+  const Tensor q = random_tensor(rng, {4, 8, 128}, DType::bf16, cuda0(), -2, 2);
+  const oracle::Result ref = oracle::decode(q, pc.kv, {});
+  Workspace ws(cuda0());
+  const Plan plan = plan_decode(ws, pc.host_table, kv, 8);
+  Tensor out = poisoned({4, 8, 128}, DType::bf16, cuda0());
+  Tensor lse = poisoned({4, 8}, DType::f32, cuda0());
+  batch_decode(ws, plan, q, kv, {}, out, lse);
+  expect_output(out, ref.out, DType::bf16);
+  expect_lse(lse, ref.lse, DType::bf16);
+}
+
 TEST(Decode, CudaRandomSweep) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);

@@ -216,12 +216,17 @@ const StreamKnobs& stream_knobs() {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// What the streamed kernel's 16-byte bulk copies and 4-byte stores need.
-bool stream_layout_ok(const DecodeArgs& a) {
-  return aligned16(a.q) && aligned16(a.k_pages) && aligned16(a.v_pages) && aligned16(a.out) &&
-         a.q_stride_batch % 8 == 0 && a.q_stride_head % 8 == 0 && a.out_stride_batch % 2 == 0 &&
-         a.out_stride_head % 2 == 0 && a.pages.stride_page % 8 == 0 &&
+// What 16-byte copies of K/V rows need (both tensor-core kernels): aligned page bases and
+// page/token/head strides of whole 8-element vectors.
+bool kv_layout_ok(const DecodeArgs& a) {
+  return aligned16(a.k_pages) && aligned16(a.v_pages) && a.pages.stride_page % 8 == 0 &&
          a.pages.stride_token % 8 == 0 && a.pages.stride_head % 8 == 0;
+}
+
+// What the streamed kernel's 16-byte bulk copies and 4-byte stores need besides.
+bool stream_layout_ok(const DecodeArgs& a) {
+  return kv_layout_ok(a) && aligned16(a.q) && aligned16(a.out) && a.q_stride_batch % 8 == 0 &&
+         a.q_stride_head % 8 == 0 && a.out_stride_batch % 2 == 0 && a.out_stride_head % 2 == 0;
 }
 
 // The streamed kernel's K/V tensor maps (decode_args.h) for boxes of `box_tokens` tokens.
@@ -338,6 +343,10 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     else
       dispatch_stream_head_dim<__half>(sa, plan.head_dim, int(plan.grid), stream);
   } else if (plan.grid > 0) {
+    if (!kv_layout_ok(args)) {  // its cp.async reads 16-byte K/V vectors
+      decode_generic(plan, q, kv, params, out, lse, stream);
+      return;
+    }
     // KV heads fastest (see decode_kernel.cuh); blocks past grid.y's limit loop over items.
     constexpr int64_t kMaxGridY = 65535;
     const dim3 grid(unsigned(plan.num_kv_heads), unsigned(std::min(plan.grid, kMaxGridY)),
