@@ -1,7 +1,5 @@
 #include "attention/sequence_views.h"
 
-#include <climits>
-
 #include "core/check.h"
 
 namespace flashpage::attention_detail {
@@ -20,13 +18,7 @@ std::vector<int64_t> host_indptr(const Tensor& t, std::string_view name, int64_t
                                  std::string_view tokens_of) {
   const std::vector<int64_t> p = host_index_values(t, name);
   check::require(!p.empty(), name, ": expected [B+1] entries, got ", t.shape_str());
-  check::require(p[0] == 0, name, ": expected ", name, "[0] == 0, got ", p[0]);
-  for (size_t i = 1; i < p.size(); ++i)
-    check::require(p[i] >= p[i - 1] && p[i] <= INT32_MAX, name,
-                   ": expected non-decreasing values below 2^31, got ", name, "[", i - 1, "]=",
-                   p[i - 1], ", ", name, "[", i, "]=", p[i]);
-  check::require(p.back() == tokens, name, ": expected the last entry == ", tokens, " (",
-                 tokens_of, "), got ", name, "[", p.size() - 1, "]=", p.back());
+  check::indptr_values(p, name, tokens, tokens_of, /*exact=*/true);
   return p;
 }
 

@@ -1,5 +1,7 @@
 #include "core/check.h"
 
+#include <climits>
+
 namespace flashpage::check {
 
 int64_t element_count(const Shape& shape, DType dtype, std::string_view name) {
@@ -96,18 +98,37 @@ void index_vector(const Tensor& t, std::string_view name, int64_t size, std::str
   contiguous(t, name);
 }
 
+namespace {
+
+// One indptr check over any storage: at(i) is entry i of n.
+template <class At>
+void check_indptr(At at, int64_t n, std::string_view name, int64_t total,
+                  std::string_view total_what, bool exact) {
+  if (n == 0) return;
+  require(at(0) == 0, name, ": expected ", name, "[0] == 0, got ", at(0));
+  for (int64_t i = 1; i < n; ++i)
+    require(at(i) >= at(i - 1) && at(i) <= INT32_MAX, name,
+            ": expected non-decreasing values below 2^31, got ", name, "[", i - 1, "]=",
+            at(i - 1), ", ", name, "[", i, "]=", at(i));
+  require(exact ? at(n - 1) == total : at(n - 1) <= total, name, ": expected the last entry ",
+          exact ? "== " : "<= ", total, " (", total_what, "), got ", name, "[", n - 1, "]=",
+          at(n - 1));
+}
+
+}  // namespace
+
 void indptr_values(const Tensor& t, std::string_view name, int64_t total,
                    std::string_view total_what) {
-  const int64_t n = t.numel();
-  if (n == 0) return;
   const int32_t* p = t.data_as<int32_t>();
   const int64_t s = t.stride(0);
-  require(p[0] == 0, name, ": expected ", name, "[0] == 0, got ", p[0]);
-  for (int64_t i = 1; i < n; ++i)
-    require(p[i * s] >= p[(i - 1) * s], name, ": expected non-decreasing values, got ", name,
-            "[", i - 1, "]=", p[(i - 1) * s], " > ", name, "[", i, "]=", p[i * s]);
-  require(p[(n - 1) * s] <= total, name, ": expected the last entry <= ", total, " (",
-          total_what, "), got ", name, "[", n - 1, "]=", p[(n - 1) * s]);
+  check_indptr([&](int64_t i) { return int64_t(p[i * s]); }, t.numel(), name, total,
+               total_what, false);
+}
+
+void indptr_values(std::span<const int64_t> values, std::string_view name, int64_t total,
+                   std::string_view total_what, bool exact) {
+  check_indptr([&](int64_t i) { return values[size_t(i)]; }, int64_t(values.size()), name,
+               total, total_what, exact);
 }
 
 }  // namespace flashpage::check

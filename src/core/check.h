@@ -2,6 +2,7 @@
 // Validation helpers: each throws flashpage::Error naming the argument, the expectation and
 // what was given.
 #include <initializer_list>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -48,5 +49,9 @@ void index_vector(const Tensor& t, std::string_view name, int64_t size, std::str
 // Values of a host int32 indptr: [0] == 0, non-decreasing, last <= total (total_what names it).
 void indptr_values(const Tensor& t, std::string_view name, int64_t total,
                    std::string_view total_what);
+// The same for values already on the host as int64 (from an int32 or int64 tensor), which
+// must also fit in int32; exact: the last entry must equal total.
+void indptr_values(std::span<const int64_t> values, std::string_view name, int64_t total,
+                   std::string_view total_what, bool exact);
 
 }  // namespace flashpage::check
