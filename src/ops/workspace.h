@@ -13,7 +13,6 @@
 // Float region (f32, device memory):
 //   [0 ..)                        partial outputs [num_partials, Hq, D]
 //   [partial_lse_offset ..)       partial LSEs   [num_partials, Hq]
-#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -75,12 +74,9 @@ struct Workspace::Impl {
 };
 
 // The one-shot op overloads' workspace: Workspace::kOneShotBytes, or more for steps whose work
-// list would not fit its integer share (an eighth: a decode row costs ~5-6 ints with its item
-// and merge_indptr, 8 leaves room; a prefill query tile costs an item's 4), so that a large
+// list would not fit its integer share (a decode row costs ~5-6 ints with its item and
+// merge_indptr, 8 leaves room; a prefill query tile costs an item's 4), so that a large
 // one-shot call does not fail asking for a Workspace it cannot be given.
-inline size_t one_shot_workspace_bytes(int64_t rows, int64_t query_tiles = 0) {
-  const size_t ints = size_t(8 * rows + 4 * query_tiles + 4096);
-  return std::max(Workspace::kOneShotBytes, 8 * 4 * ints);
-}
+size_t one_shot_workspace_bytes(int64_t rows, int64_t query_tiles = 0);
 
 }  // namespace flashpage
