@@ -108,6 +108,20 @@ TEST(PrefillPaged, CpuRaggedQueries) {
   for (const auto& c : cases) FP_CASE(run_prefill(rng, c, Device::cpu()));
 }
 
+// plan_prefill reads a host qo_indptr through its stride: every other entry of a buffer plans
+// like the same values stored contiguously.
+TEST(PrefillPaged, CpuStridedQoIndptrPlans) {
+  FP_SEEDED_RNG(rng);
+  const PagedCase pc = random_paged(rng, {40, 3, 17}, 16, 2, 64, KvLayout::NHD, DType::f32, Device::cpu());
+  const Tensor strided = host_ints({0, -7, 20, -7, 21, -7, 60}).as_strided({4}, {2});
+  Workspace ws(Device::cpu(), size_t(4) << 20);
+  const Plan a = plan_prefill(ws, strided, pc.host_table, pc.kv, 0, 4);
+  const Plan b = plan_prefill(ws, host_ints({0, 20, 21, 60}), pc.host_table, pc.kv, 0, 4);
+  EXPECT_EQ(a.total_q_rows, 60);
+  EXPECT_EQ(a.total_q_rows, b.total_q_rows);
+  EXPECT_EQ(a.num_work, b.num_work);
+}
+
 TEST(PrefillPaged, CpuMasksReplaceCausal) {
   FP_SEEDED_RNG(rng);
   for (MaskKind kind : {MaskKind::boolean, MaskKind::additive}) {

@@ -200,13 +200,10 @@ Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& 
     check::same_dtype(host_qo_indptr, "qo_indptr", DType::i32, "index tensors are int32");
     check::same_device(host_qo_indptr, "qo_indptr", Device::cpu(), "plan_prefill reads it");
     check::size_is(host_qo_indptr, "qo_indptr", 0, batch + 1, "B+1 of the page table");
-    const int32_t* p = host_qo_indptr.contiguous().data_as<int32_t>();
-    check::require(p[0] == 0, "qo_indptr: expected qo_indptr[0] == 0, got ", p[0]);
-    for (int64_t b = 0; b <= batch; ++b) {
-      qo_begin[size_t(b)] = p[b];
-      check::require(b == 0 || p[b] >= p[b - 1], "qo_indptr: expected non-decreasing values, got qo_indptr[",
-                     b - 1, "]=", p[b - 1], " > qo_indptr[", b, "]=", p[b]);
-    }
+    check::indptr_values(host_qo_indptr, "qo_indptr", INT32_MAX, "int32 query rows");
+    // Read through the stride (a contiguous() copy's pointer would outlive the copy).
+    const int32_t* p = host_qo_indptr.data_as<int32_t>();
+    for (int64_t b = 0; b <= batch; ++b) qo_begin[size_t(b)] = p[b * host_qo_indptr.stride(0)];
   } else {
     // Query rows are int32 in the work list and the kernels.
     check::require(qo_len_uniform >= 0 && qo_len_uniform <= INT32_MAX / std::max<int64_t>(batch, 1),
