@@ -239,6 +239,94 @@ TEST(FlashInfer, CudaRaggedContiguous) {
   for (bool causal : {true, false}) FP_CASE(run_flashinfer_ragged(rng, cuda0(), DType::bf16, causal, 8, 2));
 }
 
+// The seed's chunked-prefill path: ragged queries over the pool (AttentionContext::
+// paged_ragged), each row with its own number of new tokens (0 included) put at its own start,
+// then two query splits over the same metadata: the backend's per-step plan cache must key on
+// the split too (it keyed on the table alone, so the second split ran the first one's plan).
+void run_flashinfer_paged_ragged(Device device, DType dtype, KvLayout layout, int64_t page_size,
+                                 int64_t D) {
+  FP_SEEDED_RNG(rng);
+  SCOPED_TRACE(device.str() + " " + std::string(dtype_name(dtype)) + " " +
+               std::string(layout_name(layout)) + " P=" + std::to_string(page_size) +
+               " D=" + std::to_string(D));
+  KvCacheConfig cfg;
+  cfg.layers = 2;
+  cfg.kv_heads = 2;
+  cfg.head_dim = D;
+  cfg.page_size = page_size;
+  cfg.num_pages = 3 * (80 + page_size) / page_size + 4;
+  cfg.dtype = dtype;
+  cfg.device = device;
+  cfg.layout = layout;
+  KvCachePool pool(cfg);
+  Workspace ws(device, size_t(16) << 20);
+  pool.activate(std::vector<int64_t>{pool.bind_request(80), pool.bind_request(50), pool.bind_request(70)});
+  const int64_t Hq = 8, Hkv = cfg.kv_heads;
+  FlashInferAttentionKernel kernel;
+  std::vector<int64_t> lengths(3, 0);
+  // Chunks per step and row: a prompt split unevenly, a row that sits a step out, one token.
+  for (const std::vector<int64_t>& chunk : {std::vector<int64_t>{19, 33, 5},
+                                            std::vector<int64_t>{0, 17, 40},
+                                            std::vector<int64_t>{41, 0, 1}}) {
+    SCOPED_TRACE("chunk " + str(chunk));
+    std::vector<int64_t> qo{0}, starts = lengths;
+    for (size_t b = 0; b < 3; ++b) {
+      qo.push_back(qo.back() + chunk[b]);
+      lengths[b] += chunk[b];
+    }
+    const int64_t N = qo.back();
+    const KvCacheMetadata& meta = pool.metadata(lengths);
+    for (int64_t layer = 0; layer < cfg.layers; ++layer) {
+      const Tensor q = random_tensor(rng, {N, Hq, D}, dtype, device, -2, 2);
+      const Tensor k = random_tensor(rng, {N, Hkv, D}, dtype, device, -2, 2);
+      const Tensor v = random_tensor(rng, {N, Hkv, D}, dtype, device);
+      AttentionContext ctx = AttentionContext::paged_ragged(
+          0.0f, true, Hq, Hkv, D, layer, host_ints(qo).to(device), host_ints(starts, DType::i64),
+          host_ints(lengths, DType::i64), &pool, &meta, &ws);
+      ctx.return_lse = true;
+      ctx.lse = poisoned({N, Hq}, DType::f32, device);
+      Tensor out = poisoned({N, Hq, D}, dtype, device);
+      kernel.forward_into(q, k, v, Tensor(), ctx, out);
+      const oracle::Result ref =
+          oracle::prefill_paged(q, host_ints(qo), pool.layer(layer, meta), Tensor(), ctx.params());
+      expect_output(out, ref.out, dtype);
+      expect_lse(ctx.lse, ref.lse, dtype);
+    }
+  }
+  // Same table, other splits of the last tokens (the cache holds them all now): 3 + 1 + 9,
+  // then 1 + 9 + 3 queries, read-only (no key/value).
+  const KvCacheMetadata& meta = pool.metadata(lengths);
+  for (const std::vector<int64_t>& qo : {std::vector<int64_t>{0, 3, 4, 13},
+                                         std::vector<int64_t>{0, 1, 10, 13}}) {
+    SCOPED_TRACE("split " + str(qo));
+    const Tensor q = random_tensor(rng, {13, Hq, D}, dtype, device, -2, 2);
+    std::vector<int64_t> starts(3);
+    for (size_t b = 0; b < 3; ++b) starts[b] = lengths[b] - (qo[b + 1] - qo[b]);
+    const AttentionContext ctx = AttentionContext::paged_ragged(
+        0.0f, true, Hq, Hkv, D, 0, host_ints(qo).to(device), host_ints(starts, DType::i64),
+        host_ints(lengths, DType::i64), &pool, &meta, &ws);
+    Tensor out = poisoned({13, Hq, D}, dtype, device);
+    kernel.forward_into(q, Tensor(), Tensor(), Tensor(), ctx, out);
+    expect_output(out, oracle::prefill_paged(q, host_ints(qo), pool.layer(0, meta), Tensor(),
+                                             ctx.params()).out,
+                  dtype);
+  }
+}
+
+TEST(FlashInfer, CpuPagedRaggedChunks) {
+  FP_CASE(run_flashinfer_paged_ragged(Device::cpu(), DType::f32, KvLayout::NHD, 16, 64));
+  FP_CASE(run_flashinfer_paged_ragged(Device::cpu(), DType::bf16, KvLayout::HND, 1, 40));
+}
+
+TEST(FlashInfer, CudaPagedRaggedChunks) {
+  FP_REQUIRE_CUDA();
+  for (DType t : {DType::bf16, DType::f16}) {
+    FP_CASE(run_flashinfer_paged_ragged(cuda0(), t, KvLayout::NHD, 16, 128));
+    FP_CASE(run_flashinfer_paged_ragged(cuda0(), t, KvLayout::HND, 1, 64));
+    FP_CASE(run_flashinfer_paged_ragged(cuda0(), t, KvLayout::NHD, 64, 256));
+  }
+}
+
 // A CPU pool of 4 pages of 4 tokens, 2 KV heads of 64: for the error cases.
 KvCacheConfig tiny_config() {
   KvCacheConfig cfg;

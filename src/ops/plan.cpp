@@ -79,16 +79,17 @@ void check_plan_args(const Workspace& ws, const PageTable& host_table, const Pag
   (void)host_table;
 }
 
-// Writes header + items + merge_indptr (+ block_indptr) into the mirror and copies it to the
-// device.
+// Writes header + items + merge_indptr (+ block_indptr, + qo_indptr) into the mirror and
+// copies it to the device.
 Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
              const std::vector<int32_t>& merge_indptr, DecodeKernel kernel = DecodeKernel::cpu,
-             const std::vector<int32_t>& block_indptr = {}) {
+             const std::vector<int32_t>& block_indptr = {},
+             const std::vector<int32_t>& qo_indptr = {}) {
   const int64_t items_offset =
       block_indptr.empty() ? Workspace::Impl::kHeaderInts
                            : Workspace::Impl::stream_items_offset(int64_t(block_indptr.size()) - 1);
   const int64_t n_ints = items_offset + int64_t(items.size()) * Workspace::Impl::kWorkFields +
-                         int64_t(merge_indptr.size());
+                         int64_t(merge_indptr.size()) + int64_t(qo_indptr.size());
   check::require(n_ints <= w.ints.numel(), "workspace: the work list needs ", n_ints * 4,
                  " bytes of its integer region, it has ", w.ints.numel() * 4,
                  "; create the Workspace with more bytes");
@@ -107,6 +108,11 @@ Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
   w.merge_indptr_offset = w.items_offset + int64_t(items.size()) * 4;
   std::copy(merge_indptr.begin(), merge_indptr.end(),
             w.host_ints.begin() + w.merge_indptr_offset);
+  w.qo_indptr_offset = -1;
+  if (!qo_indptr.empty()) {
+    w.qo_indptr_offset = w.merge_indptr_offset + int64_t(merge_indptr.size());
+    std::copy(qo_indptr.begin(), qo_indptr.end(), w.host_ints.begin() + w.qo_indptr_offset);
+  }
   w.partial_lse_offset = plan.num_partials * plan.num_qo_heads * plan.head_dim;
   if (w.device.is_cuda())
     detail::copy_bytes(w.ints.data(), w.device, w.host_ints.data(), Device::cpu(),
@@ -256,7 +262,9 @@ Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& 
       lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   plan.num_partials = 0;
   plan.grid = int64_t(items.size());
-  return publish(ws.impl(), plan, items, merge_indptr);
+  std::vector<int32_t> planned_qo;  // ragged: kept beside the work list for the backends
+  if (host_qo_indptr.defined()) planned_qo.assign(qo_begin.begin(), qo_begin.end());
+  return publish(ws.impl(), plan, items, merge_indptr, DecodeKernel::cpu, {}, planned_qo);
 }
 
 std::vector<int64_t> row_lengths(const PageTable& host_table, int64_t page_size) {

@@ -30,4 +30,10 @@ Workspace::~Workspace() = default;
 Device Workspace::device() const { return impl_->device; }
 size_t Workspace::bytes() const { return impl_->bytes; }
 
+Tensor Workspace::Impl::planned_qo_indptr(const Plan& plan) const {
+  check::require(qo_indptr_offset >= 0 && plan.generation == generation,
+                 "workspace: its last plan holds no qo_indptr (plan_prefill with ragged queries)");
+  return ints.slice(0, qo_indptr_offset, qo_indptr_offset + plan.batch_size + 1);
+}
+
 }  // namespace flashpage

@@ -10,6 +10,9 @@
 //   [items_offset ..)             num_work items of kWorkFields ints (see WorkItem)
 //   [merge_indptr_offset ..)      batch_size + 1 ints: row b's partial slots are
 //                                 merge_indptr[b] .. merge_indptr[b+1] (empty: no split)
+//   [qo_indptr_offset ..)         ragged prefill plans only: batch_size + 1 ints, the planned
+//                                 qo_indptr (the backend's device copy of a host split: no
+//                                 allocation per call, uploaded with the work list)
 // Float region (f32, device memory):
 //   [0 ..)                        partial outputs [num_partials, Hq, D]
 //   [partial_lse_offset ..)       partial LSEs   [num_partials, Hq]
@@ -50,17 +53,20 @@ struct Workspace::Impl {
   uint64_t generation = 0;
 
   // The attention backends plan once per step and reuse the plan for every layer: the plan
-  // is keyed by the page table (metadata address and version) and the query shape.
+  // is keyed by the page table (metadata address and version) and the query shape: the
+  // uniform length, or for ragged queries (qo_len -1) the split itself.
   struct CachedPlan {
     const void* table_owner = nullptr;
     uint64_t table_version = 0;
     int64_t qo_len = -1;
+    std::vector<int64_t> qo_indptr;  // ragged queries only
     Plan plan;
   } cached;
 
   // Written by the last plan.
   int64_t items_offset = kHeaderInts;  // in ints
   int64_t merge_indptr_offset = 0;  // in ints
+  int64_t qo_indptr_offset = -1;    // in ints; -1: the last plan holds none
   int64_t partial_lse_offset = 0;   // in floats
   int64_t max_kv_len = 0;           // longest row of the planned table (prefill mask width)
 
@@ -69,13 +75,16 @@ struct Workspace::Impl {
   }
   const int32_t* host_merge_indptr() const { return host_ints.data() + merge_indptr_offset; }
   const int32_t* device_ints() const { return ints.data_as<int32_t>(); }
+  // The last plan's qo_indptr on the workspace's device: int32 [batch_size + 1].
+  Tensor planned_qo_indptr(const Plan& plan) const;
   float* partial_out() const { return floats.data_as<float>(); }
   float* partial_lse() const { return floats.data_as<float>() + partial_lse_offset; }
 };
 
 // The one-shot op overloads' workspace: Workspace::kOneShotBytes, or more for steps whose work
 // list would not fit its integer share (a decode row costs ~5-6 ints with its item and
-// merge_indptr, 8 leaves room; a prefill query tile costs an item's 4), so that a large
+// merge_indptr, 8 leaves room and covers a ragged prefill row's merge_indptr and qo_indptr;
+// a prefill query tile costs an item's 4), so that a large
 // one-shot call does not fail asking for a Workspace it cannot be given.
 size_t one_shot_workspace_bytes(int64_t rows, int64_t query_tiles = 0);
 
