@@ -160,4 +160,75 @@ TEST(CudaGraph, DecodeReplaysAfterRowsGrowAndReplan) {
   FP_TEST_CUDA(cudaStreamDestroy(stream));
 }
 
+// The engine's pattern: one graph per batch size, replayed every step with whichever requests
+// run. The pool's table keeps its buffers across activate() (same batch size), so the graph
+// captured over the first requests replays over others after metadata() and a re-plan.
+TEST(CudaGraph, DecodeReplaysAfterActivateOfOtherRequests) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const Device gpu = Device::cuda(0);
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  KvCacheConfig cfg;
+  cfg.layers = 1;
+  cfg.kv_heads = kKvHeads;
+  cfg.head_dim = kHeadDim;
+  cfg.page_size = kPageSize;
+  cfg.num_pages = 2000;
+  cfg.dtype = DType::bf16;
+  cfg.device = gpu;
+  KvCachePool pool(cfg);
+  const std::vector<int64_t> lengths = {1000, 3000, 517, 2048, 9000, 33, 4100, 700};
+  std::vector<int64_t> ids;
+  for (int64_t len : lengths) {
+    ids.push_back(pool.bind_request(len));
+    pool.activate(std::vector<int64_t>{ids.back()});
+    pool.put(0, 0, random_bf16(rng, {1, len, kKvHeads, kHeadDim}, gpu),
+             random_bf16(rng, {1, len, kKvHeads, kHeadDim}, gpu));
+  }
+  const Tensor q = random_bf16(rng, {kBatch, kQoHeads, kHeadDim}, gpu);
+  Tensor out = Tensor::zeros({kBatch, kQoHeads, kHeadDim}, DType::bf16, gpu);
+  const AttentionParams params{};
+  Workspace ws(gpu);
+  cudaStream_t stream = nullptr;
+  FP_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  auto step = [&](size_t first_row) {
+    pool.activate(std::span<const int64_t>(ids.data() + first_row, kBatch));
+    const KvCacheMetadata& meta =
+        pool.metadata(std::span<const int64_t>(lengths.data() + first_row, kBatch));
+    return std::pair{plan_decode(ws, meta.host, pool.layer(0, meta), kQoHeads), &meta};
+  };
+  auto check_against_cpu = [&](const KvCacheMetadata& meta, const char* what) {
+    SCOPED_TRACE(what);
+    PagedKv host_kv = pool.layer(0, meta);
+    host_kv.k_pages = host_kv.k_pages.to(Device::cpu());
+    host_kv.v_pages = host_kv.v_pages.to(Device::cpu());
+    host_kv.table = meta.host;
+    EXPECT_LT(relative_l2(out, batch_decode(q.to(Device::cpu()), host_kv, params)), kBf16Tolerance);
+  };
+
+  auto [plan, meta] = step(0);
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  FP_TEST_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  batch_decode(ws, plan, q, pool.layer(0, *meta), params, out, {}, stream);
+  FP_TEST_CUDA(cudaStreamEndCapture(stream, &graph));
+  FP_TEST_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  FP_TEST_CUDA(cudaGraphLaunch(exec, stream));
+  FP_TEST_CUDA(cudaStreamSynchronize(stream));
+  check_against_cpu(*meta, "the captured requests");
+
+  out.fill_(NAN);
+  auto [replan, other] = step(4);  // the other four requests: other lengths, other pages
+  EXPECT_EQ(replan.batch_size, plan.batch_size);
+  FP_TEST_CUDA(cudaGraphLaunch(exec, stream));
+  FP_TEST_CUDA(cudaStreamSynchronize(stream));
+  check_against_cpu(*other, "other requests, same graph");
+
+  FP_TEST_CUDA(cudaGraphExecDestroy(exec));
+  FP_TEST_CUDA(cudaGraphDestroy(graph));
+  FP_TEST_CUDA(cudaStreamDestroy(stream));
+}
+
 }  // namespace

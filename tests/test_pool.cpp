@@ -303,7 +303,7 @@ TEST(Pool, CpuPutStridedInput) {
 
 // ---- metadata reuse ------------------------------------------------------------------------
 void run_metadata_reuse(Device device) {
-  KvCachePool pool(small_config(device, DType::f32, KvLayout::NHD, 16));
+  KvCachePool pool(small_config(device, DType::f32, KvLayout::NHD, 24));
   const int64_t a = pool.bind_request(20), b = pool.bind_request(12);
   pool.activate(std::vector<int64_t>{a, b});
   auto check_table = [&](const KvCacheMetadata& m, const std::vector<int64_t>& lengths) {
@@ -356,6 +356,32 @@ void run_metadata_reuse(Device device) {
   const KvCacheMetadata& m5 = pool.metadata(std::span<const int64_t>(l5));
   EXPECT_TRUE(m5.rebuilt);
   check_table(m5, l5);
+
+  // Other requests, bound after the first table, in a batch of the same size: the same
+  // buffers (a graph captured over them replays), with their pages.
+  const int64_t c = pool.bind_request(30), d = pool.bind_request(7);
+  pool.activate(std::vector<int64_t>{c, d});
+  const std::vector<int64_t> l6{30, 7};
+  const KvCacheMetadata& m6 = pool.metadata(std::span<const int64_t>(l6));
+  EXPECT_TRUE(m6.rebuilt);
+  check_table(m6, l6);
+  EXPECT_EQ(m6.device.indptr.data(), indptr_ptr);
+  EXPECT_EQ(m6.device.indices.data(), indices_ptr);
+  EXPECT_EQ(m6.device.last_page_len.data(), last_ptr);
+  // A smaller batch after an unbind keeps them too; a larger one grows indptr/last_page_len
+  // only, and its table is whole.
+  pool.unbind_request(a);
+  pool.activate(std::vector<int64_t>{d});
+  const std::vector<int64_t> l7{5};
+  const KvCacheMetadata& m7 = pool.metadata(std::span<const int64_t>(l7));
+  check_table(m7, l7);
+  EXPECT_EQ(m7.device.indptr.data(), indptr_ptr);
+  EXPECT_EQ(m7.device.indices.data(), indices_ptr);
+  pool.activate(std::vector<int64_t>{d, b, c});
+  const std::vector<int64_t> l8{7, 12, 29};
+  const KvCacheMetadata& m8 = pool.metadata(std::span<const int64_t>(l8));
+  check_table(m8, l8);
+  EXPECT_EQ(m8.device.indices.data(), indices_ptr);
 }
 
 TEST(Pool, CpuMetadataReusedInPlace) { run_metadata_reuse(Device::cpu()); }

@@ -35,7 +35,7 @@ struct KvCacheMetadata {
   PageTable host;    // int32 CPU tensors (the planner reads these)
   PageTable device;  // the same on the pool's device (the kernels read these); == host on CPU
   std::vector<int64_t> lengths;  // tokens per active row
-  bool rebuilt = false;          // false: updated in place (same buffers, only last_page_len)
+  bool rebuilt = false;          // indptr/indices rewritten (false: only last_page_len)
   uint64_t version = 0;           // changes with every metadata() call of any pool
 };
 
@@ -75,11 +75,13 @@ class KvCachePool {
                   void* stream = nullptr);
 
   // The CSR table of the active rows with these lengths (one per row, or one for all rows).
-  // The returned reference stays valid until the next metadata() call. While no request is
-  // bound or unbound and the active rows are the same, the table is updated in the same
-  // buffers (only last_page_len changes until a row needs a new page; `rebuilt` says when
-  // indptr/indices were rewritten), so a captured CUDA graph can replay; after a bind, an
-  // unbind or another activate(), the buffers are new and graphs must be captured again.
+  // The returned reference stays valid until the next metadata() call. The table lives in
+  // buffers that keep their addresses for the pool's life, except when a batch larger than
+  // any before it grows indptr / last_page_len (indices has room for every page of the pool),
+  // so a CUDA graph captured over them replays after metadata() of longer rows and after
+  // activate() of other requests, as long as its batch size is the same (re-plan outside the
+  // graph). While the active rows are the same, only last_page_len changes until a row needs
+  // a new page; `rebuilt` says when indptr/indices were rewritten.
   const KvCacheMetadata& metadata(std::span<const int64_t> lengths);
   const KvCacheMetadata& metadata(int64_t uniform_length);
 
@@ -98,7 +100,10 @@ class KvCachePool {
   // with these lengths, reusing the buffers while the active set is unchanged. Returns
   // whether indptr/indices changed.
   struct TableBuffers {
-    PageTable host, device;
+    PageTable host, device;  // views of the stores: the active rows' part
+    // At capacity: indices for every page of the pool, indptr / last_page_len for the largest
+    // batch so far (a batch only grows them), so the addresses outlive activate().
+    PageTable host_store, device_store;
     std::vector<int64_t> pages;  // page count per row last written
     std::vector<int64_t> rows;   // the active ids the buffers were sized for
   };

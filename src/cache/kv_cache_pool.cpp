@@ -169,12 +169,23 @@ bool KvCachePool::fill_table(TableBuffers& t, std::span<const int64_t> lengths) 
   const int64_t batch = int64_t(active_.size());
   const bool same_rows = t.rows == active_ && t.host.indptr.defined();
   if (!same_rows) {
-    int64_t capacity_pages = 0;
-    for (int64_t id : active_) capacity_pages += int64_t(requests_[size_t(id)].pages.size());
-    t.host.indptr = Tensor::empty({batch + 1}, DType::i32);
-    t.host.indices = Tensor::empty({std::max<int64_t>(capacity_pages, 1)}, DType::i32);
-    t.host.last_page_len = Tensor::empty({batch}, DType::i32);
-    t.device = config_.device.is_cpu() ? t.host : t.host.to(config_.device);
+    if (!t.host_store.indices.defined()) {
+      // The active rows are distinct requests: together they never hold more pages than this.
+      t.host_store.indices = Tensor::empty({std::max<int64_t>(config_.num_pages, 1)}, DType::i32);
+      t.device_store.indices = t.host_store.indices.to(config_.device);
+    }
+    if (!t.host_store.indptr.defined() || t.host_store.last_page_len.numel() < batch) {
+      t.host_store.indptr = Tensor::empty({batch + 1}, DType::i32);
+      t.host_store.last_page_len = Tensor::empty({std::max<int64_t>(batch, 1)}, DType::i32);
+      t.device_store.indptr = t.host_store.indptr.to(config_.device);
+      t.device_store.last_page_len = t.host_store.last_page_len.to(config_.device);
+    }
+    const auto rows_of = [batch](const PageTable& store) {
+      return PageTable{store.indptr.slice(0, 0, batch + 1), store.indices,
+                       store.last_page_len.slice(0, 0, batch)};
+    };
+    t.host = rows_of(t.host_store);
+    t.device = rows_of(t.device_store);
     t.rows = active_;
     t.pages.assign(size_t(batch), -1);
   }
@@ -203,7 +214,8 @@ bool KvCachePool::fill_table(TableBuffers& t, std::span<const int64_t> lengths) 
   if (config_.device.is_cuda()) {
     if (changed) {
       t.device.indptr.copy_(t.host.indptr);
-      t.device.indices.copy_(t.host.indices);
+      const int64_t used = indptr[batch];  // the rest of indices is spare room
+      if (used > 0) t.device.indices.slice(0, 0, used).copy_(t.host.indices.slice(0, 0, used));
     }
     t.device.last_page_len.copy_(t.host.last_page_len);
   }
