@@ -94,7 +94,9 @@ void run_append_gather(Rng& rng, const AppendCase& c, Device device) {
     hvs.copy_(v_arg.to(Device::cpu()));
     wk_dev.copy_(hk);
     wv_dev.copy_(hv);
-    if (shape[0] > 1) ASSERT_FALSE(sk.is_contiguous());
+    if (shape[0] > 1) {
+      ASSERT_FALSE(sk.is_contiguous());
+    }
     append_paged_kv(sk, sv, host_ints(app_rows).to(device), host_ints(app_pos).to(device), kv);
   } else {
     append_paged_kv(k_arg, v_arg, host_ints(app_rows).to(device), host_ints(app_pos).to(device), kv);
