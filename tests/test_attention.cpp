@@ -88,6 +88,36 @@ TEST(TorchNative, CudaMatchesOracle) {
   }
 }
 
+// A paged context keeps PyTorch's top-left causal per row (README): over a cached prefix
+// (S < L) the queries see keys 0..i, not flashinfer's bottom-right i + L - S. With an explicit
+// bottom-right mask (what the seed's models pass) the two backends agree.
+KvCacheConfig tiny_config();
+TEST(TorchNative, PagedCausalIsTopLeftAndAMaskAlignsIt) {
+  FP_SEEDED_RNG(rng);
+  KvCachePool pool(tiny_config());
+  pool.activate(std::vector<int64_t>{pool.bind_request(12)});
+  const Tensor k = random_tensor(rng, {1, 12, 2, 64}, DType::f32, Device::cpu());
+  const Tensor v = random_tensor(rng, {1, 12, 2, 64}, DType::f32, Device::cpu());
+  pool.put(0, 0, k, v);
+  const KvCacheMetadata& meta = pool.metadata(12);
+  Workspace ws(Device::cpu(), size_t(4) << 20);
+  const int64_t S = 4;
+  const Tensor q = random_tensor(rng, {1, 4, S, 64}, DType::f32, Device::cpu());
+  const AttentionContext ctx =
+      AttentionContext::paged(0.0f, true, 4, 2, 64, 0, 12 - S, S, &pool, &meta, &ws);
+  const Tensor kh = k.transpose(1, 2), vh = v.transpose(1, 2);  // [1, Hkv, 12, D]
+  expect_output(TorchNativeAttentionKernel().forward(q, Tensor(), Tensor(), {}, ctx),
+                oracle::sdpa(q, kh, vh, Tensor(), ctx.params()).out, DType::f32, "top-left");
+  Tensor mask = Tensor::empty({S, 12}, DType::boolean);
+  for (int64_t i = 0; i < S; ++i)
+    for (int64_t j = 0; j < 12; ++j) mask.data_as<bool>()[i * 12 + j] = j <= i + 12 - S;
+  AttentionContext masked = ctx;
+  masked.causal = false;
+  const Tensor bottom_right = FlashInferAttentionKernel().forward(q, Tensor(), Tensor(), {}, ctx);
+  expect_output(TorchNativeAttentionKernel().forward(q, Tensor(), Tensor(), mask, masked),
+                oracle::dense(bottom_right), DType::f32, "masked as flashinfer's causal");
+}
+
 TEST(TorchNative, MaskAndCausalIsAnError) {
   const Tensor q = Tensor::zeros({1, 2, 3, 64}, DType::f32);
   const AttentionContext ctx = AttentionContext::contiguous(0.0f, true);
@@ -457,7 +487,70 @@ TEST(Backend, BadContextsNameTheArgument) {
     expect_error("indptr short of N", [&] {
       kernel->forward(qr, Tensor(), Tensor(), {}, paged_ragged(host_ints({0, 1})));
     }, {"ctx.indptr", "== 2"});
+    // The metadata has one row: two query rows (torch_native left the second unwritten, or
+    // read past the split's end).
+    expect_error("indptr rows vs the metadata's", [&] {
+      kernel->forward(qr, Tensor(), Tensor(), {}, paged_ragged(host_ints({0, 1, 2})));
+    }, {"ctx.indptr", "B = 1 row in the step's metadata"});
+    expect_error("query batch vs the metadata's", [&] {
+      kernel->forward(Tensor::zeros({2, 2, 1, 64}, DType::f32), Tensor(), Tensor(), {}, decode);
+    }, {"query", "1 row"});
   }
+}
+
+// The flashinfer backend takes the same strided outputs and index tensors on every route:
+// decode wrote through view() (contiguous only), and a strided int32 ctx.indptr reached the
+// kernel's contiguous-index check.
+void run_strided_out_lse_indptr(Device device, DType dtype) {
+  FP_SEEDED_RNG(rng);
+  SCOPED_TRACE(device.str() + " " + std::string(dtype_name(dtype)));
+  KvCacheConfig cfg = tiny_config();
+  cfg.num_pages = 12;
+  cfg.dtype = dtype;
+  cfg.device = device;
+  KvCachePool pool(cfg);
+  pool.activate(std::vector<int64_t>{pool.bind_request(12), pool.bind_request(12)});
+  const std::vector<int64_t> lengths{7, 10};
+  pool.put_ragged(0, std::vector<int64_t>{0, 7, 17}, std::vector<int64_t>{0, 0},
+                  random_tensor(rng, {17, 2, 64}, dtype, device),
+                  random_tensor(rng, {17, 2, 64}, dtype, device));
+  const KvCacheMetadata& meta = pool.metadata(lengths);
+  Workspace ws(device, size_t(4) << 20);
+  FlashInferAttentionKernel kernel;
+  const PagedKv kv = pool.layer(0, meta);
+  {
+    SCOPED_TRACE("decode, out and lse as transposed views");
+    const Tensor q = random_tensor(rng, {2, 4, 1, 64}, dtype, device);
+    AttentionContext ctx = AttentionContext::paged(0.0f, false, 4, 2, 64, 0, 0, 1, &pool, &meta, &ws);
+    ctx.return_lse = true;
+    ctx.lse = poisoned({4, 2, 1}, DType::f32, device).transpose(0, 1);
+    Tensor out = poisoned({4, 2, 1, 64}, dtype, device).transpose(0, 1);
+    ASSERT_NO_THROW(kernel.forward_into(q, Tensor(), Tensor(), {}, ctx, out));
+    const oracle::Result ref = oracle::decode(q.select(2, 0), kv, {});
+    expect_output(out.select(2, 0), ref.out, dtype);
+    expect_lse(ctx.lse.select(2, 0), ref.lse, dtype);
+  }
+  {
+    SCOPED_TRACE("ragged queries, ctx.indptr a strided int32 view");
+    const Tensor qr = random_tensor(rng, {5, 4, 64}, dtype, device);
+    const Tensor indptr = host_ints({0, 9, 2, 9, 5}).as_strided({3}, {2});  // {0, 2, 5}
+    const AttentionContext ctx = AttentionContext::paged_ragged(
+        0.0f, true, 4, 2, 64, 0, indptr, host_ints({5, 7}, DType::i64), host_ints(lengths, DType::i64),
+        &pool, &meta, &ws);
+    Tensor out = poisoned({5, 4, 64}, dtype, device);
+    ASSERT_NO_THROW(kernel.forward_into(qr, Tensor(), Tensor(), {}, ctx, out));
+    expect_output(out, oracle::prefill_paged(qr, host_ints({0, 2, 5}), kv, {}, ctx.params()).out,
+                  dtype);
+  }
+}
+
+TEST(FlashInfer, CpuStridedOutLseAndIndptr) {
+  FP_CASE(run_strided_out_lse_indptr(Device::cpu(), DType::f32));
+}
+
+TEST(FlashInfer, CudaStridedOutLseAndIndptr) {
+  FP_REQUIRE_CUDA();
+  FP_CASE(run_strided_out_lse_indptr(cuda0(), DType::bf16));
 }
 
 }  // namespace

@@ -59,7 +59,8 @@ AttentionKernel& install_locked(AttentionBackend wanted) {
       g_current = &flashinfer;
     } else {
       std::cerr << "flashpage: warning: flashinfer backend unavailable (" << why
-                << "); falling back to torch_native\n";
+                << "); falling back to torch_native (its causal is PyTorch's top-left: over "
+                   "a cached prefix pass causal=false for decode and a mask for prefill)\n";
       g_current = &torch_native;
     }
   } else {

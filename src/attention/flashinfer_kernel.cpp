@@ -9,6 +9,7 @@ namespace flashpage {
 namespace {
 
 using attention_detail::check_step_kv;
+using attention_detail::check_step_rows;
 using attention_detail::host_index_values;
 using attention_detail::host_indptr;
 using attention_detail::lse_for;
@@ -62,6 +63,7 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
       check::require(!mask.defined(), "mask: not supported with ragged paged queries");
       const std::vector<int64_t> qo =
           host_indptr(ctx.indptr, "ctx.indptr", query.size(0), "query tokens N");
+      check_step_rows(*ctx.meta, qo);
       if (key.defined() || value.defined()) {
         const std::vector<int64_t> starts =
             host_index_values(ctx.start_positions, "ctx.start_positions");
@@ -72,13 +74,15 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
       for (size_t i = 0; i < qo.size(); ++i) host_qo.data_as<int32_t>()[i] = int32_t(qo[i]);
       const Plan& plan = plan_for_step(ws, *ctx.meta, kv, -1, qo, host_qo, query.size(1));
       // A host or int64 indptr: the plan's device copy (no allocation, ordered with the plan).
-      const bool usable = ctx.indptr.dtype() == DType::i32 && ctx.indptr.device() == query.device();
+      const bool usable = ctx.indptr.dtype() == DType::i32 && ctx.indptr.is_contiguous() &&
+                          ctx.indptr.device() == query.device();
       const Tensor dev_qo = usable ? ctx.indptr : ws.impl().planned_qo_indptr(plan);
       batch_prefill_paged(ws, plan, query, dev_qo, kv, {}, params, out,
                           lse_for(ctx, {query.size(0), query.size(1)}), ctx.stream);
       return;
     }
     check::dims(query, "query", 4, "[B,Hq,S,D]");
+    check_step_rows(*ctx.meta, query);
     const int64_t batch = query.size(0), heads = query.size(1), seq = query.size(2);
     if (key.defined() || value.defined()) {
       check_step_kv(key, value, {batch, pool.config().kv_heads, seq, pool.config().head_dim});
@@ -89,12 +93,10 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
     const PagedKv kv = pool.layer(ctx.layer, *ctx.meta);
     const Plan& plan = plan_for_step(ws, *ctx.meta, kv, seq, {}, {}, heads);
     if (seq == 1 && !mask.defined()) {
+      // out [B, Hq, 1, D] as the query (batch_decode takes that form, any strides).
       check::shape_is(out, "out", query.shape());
-      check::contiguous(out, "out");
-      Tensor out3 = out.view({batch, heads, query.size(3)});
-      batch_decode(ws, plan, query, kv, params, out3, lse_for(ctx, {batch, heads, 1}).defined()
-                                                          ? ctx.lse.view({batch, heads})
-                                                          : Tensor(),
+      const Tensor lse = lse_for(ctx, {batch, heads, 1});
+      batch_decode(ws, plan, query, kv, params, out, lse.defined() ? lse.select(2, 0) : Tensor(),
                    ctx.stream);
     } else {
       const Plan& prefill = seq == 1 ? plan_prefill(ws, {}, ctx.meta->host, kv, 1, heads) : plan;

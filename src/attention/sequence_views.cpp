@@ -28,6 +28,20 @@ void check_step_kv(const Tensor& key, const Tensor& value, const Shape& expected
   check::shape_is(value, "value", expected);
 }
 
+void check_step_rows(const KvCacheMetadata& meta, const Tensor& query) {
+  const size_t rows = meta.lengths.size();
+  check::require(query.size(0) == int64_t(rows), "query: expected batch ", rows, " (", rows,
+                 rows == 1 ? " row" : " rows", " in the step's metadata) in dim 0, got ",
+                 query.shape_str());
+}
+
+void check_step_rows(const KvCacheMetadata& meta, const std::vector<int64_t>& qo_indptr) {
+  const size_t rows = meta.lengths.size();
+  check::require(qo_indptr.size() == rows + 1, "ctx.indptr: expected ", rows + 1,
+                 " offsets (B+1, B = ", rows, rows == 1 ? " row" : " rows",
+                 " in the step's metadata), got ", qo_indptr.size());
+}
+
 Tensor tokens_as_sequence(const Tensor& tokens, int64_t begin, int64_t end) {
   // [N, H, D] -> slice -> [1, n, H, D] (a pure re-indexing) -> [1, H, n, D].
   Tensor s = tokens.slice(0, begin, end);

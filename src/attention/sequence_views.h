@@ -22,6 +22,11 @@ std::vector<int64_t> host_indptr(const Tensor& t, std::string_view name, int64_t
 // pool takes), so that a mismatch is reported in the order the caller wrote.
 void check_step_kv(const Tensor& key, const Tensor& value, const Shape& expected);
 
+// A paged step's queries against its metadata's rows: uniform queries [B, Hq, S, D] with B
+// rows, or a ragged split (ctx.indptr) of B+1 offsets. Checked before anything is written.
+void check_step_rows(const KvCacheMetadata& meta, const Tensor& query);
+void check_step_rows(const KvCacheMetadata& meta, const std::vector<int64_t>& qo_indptr);
+
 // Tokens [begin, end) of a ragged [N, H, D] tensor viewed as [1, H, end-begin, D].
 Tensor tokens_as_sequence(const Tensor& tokens, int64_t begin, int64_t end);
 

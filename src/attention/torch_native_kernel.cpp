@@ -12,6 +12,7 @@ namespace flashpage {
 namespace {
 
 using attention_detail::check_step_kv;
+using attention_detail::check_step_rows;
 using attention_detail::host_index_values;
 using attention_detail::host_indptr;
 using attention_detail::lse_for;
@@ -71,12 +72,14 @@ void TorchNativeAttentionKernel::forward_into(const Tensor& query, const Tensor&
     check::require(!mask.defined(), "mask: not supported with ragged paged queries, got ",
                    mask.str());
     qo = host_indptr(ctx.indptr, "ctx.indptr", query.size(0), "query tokens N");
+    check_step_rows(*ctx.meta, qo);
     if (key.defined() || value.defined())
       pool.put_ragged(ctx.layer, qo,
                       host_index_values(ctx.start_positions, "ctx.start_positions"), key, value,
                       ctx.stream);
   } else {
     check::dims(query, "query", 4, "[B,Hq,S,D]");
+    check_step_rows(*ctx.meta, query);
     if (key.defined() || value.defined()) {
       check_step_kv(key, value, {query.size(0), pool.config().kv_heads, query.size(2),
                                  pool.config().head_dim});
