@@ -403,6 +403,19 @@ TEST(Errors, PrefillPaged) {
          Tensor out = Tensor::empty({2, 4, 3, 64}, DType::f32);
          batch_prefill_paged(ws, plan, q, Tensor(), kv, Tensor(), {}, out);
        }, {{"plan"}}},
+      {"ragged plan, uniform run", [&] {  // both 6 query rows; the split differs
+         Workspace ws(Device::cpu(), size_t(4) << 20);
+         const Plan plan = plan_prefill(ws, host_ints({0, 2, 6}), base.pc.host_table, kv, 0, 4);
+         Tensor out = Tensor::empty({2, 4, 3, 64}, DType::f32);
+         batch_prefill_paged(ws, plan, q, Tensor(), kv, Tensor(), {}, out);
+       }, {{"plan: made for ragged queries"}}},
+      {"uniform plan, ragged run", [&] {
+         Workspace ws(Device::cpu(), size_t(4) << 20);
+         const Plan plan = plan_prefill(ws, Tensor(), base.pc.host_table, kv, 3, 4);
+         const Tensor q6 = Tensor::zeros({6, 4, 64}, DType::f32);
+         Tensor out = Tensor::empty({6, 4, 64}, DType::f32);
+         batch_prefill_paged(ws, plan, q6, host_ints({0, 2, 6}), kv, Tensor(), {}, out);
+       }, {{"plan: made for uniform queries"}}},
       {"plan_prefill qo_indptr size", [&] {
          Workspace ws(Device::cpu(), size_t(4) << 20);
          plan_prefill(ws, host_ints({0, 1, 2, 3}), base.pc.host_table, kv, 0, 4);

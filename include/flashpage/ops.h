@@ -107,7 +107,9 @@ Tensor batch_decode(const Tensor& q, const PagedKv& kv, const AttentionParams& p
 // additive float: [S, L], [B, S, L] or [B, 1|Hq, S, L] with L = the longest row; row b uses its
 // first len(b) columns. A mask replaces causal. lse: f32 [B, Hq, S] / [N, Hq].
 // host_qo_indptr: int32 [B+1] on the host for ragged queries, undefined for uniform ones
-// (then qo_len_uniform is S).
+// (then qo_len_uniform is S). The run's qo_indptr must hold the planned split (the device
+// copy): the CPU checks its values against the plan; on CUDA the kernels read the plan's own
+// copy of the split, so a stale qo_indptr cannot send them past the query rows.
 Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& host_table,
                   const PagedKv& kv, int64_t qo_len_uniform, int64_t num_qo_heads);
 void batch_prefill_paged(Workspace& ws, const Plan& plan, const Tensor& q,

@@ -71,6 +71,11 @@ void batch_prefill_paged(Workspace& ws, const Plan& plan, const Tensor& q,
   ops_detail::check_workspace(ws, device);
   ops_detail::check_plan(ws, plan, Plan::Kind::prefill, device);
   ops_detail::check_plan_shape(plan, batch, hq, hkv, d, kv.page_size());
+  // A plan for uniform queries has no split; one for ragged queries keeps its own copy.
+  check::require(ragged == (ws.impl().qo_indptr_offset >= 0), "plan: made for ",
+                 ragged ? "uniform" : "ragged", " queries, got ", ragged ? "ragged" : "uniform",
+                 " ones (", ragged ? "qo_indptr given" : "no qo_indptr",
+                 "); call plan_prefill with the query form of the run");
   if (ragged)
     check::require(plan.total_q_rows <= total_rows, "query: expected at least ",
                    plan.total_q_rows, " tokens (qo_indptr[B] of the plan) in dim 0, got ",
@@ -94,13 +99,13 @@ void batch_prefill_paged(Workspace& ws, const Plan& plan, const Tensor& q,
     check::require(!mask.defined() || longest == ws.impl().max_kv_len,
                    "plan: made for a different page table (longest row ", ws.impl().max_kv_len,
                    ", the table now has ", longest, "); call plan_prefill again");
-    std::vector<int64_t> q_lens(size_t(batch), s);
     if (ragged) {
       check::indptr_values(qo_indptr, "qo_indptr", q.size(0), "query tokens N");
       const int32_t* p = qo_indptr.data_as<int32_t>();
+      std::vector<int64_t> q_lens(static_cast<size_t>(batch));
       for (int64_t b = 0; b < batch; ++b) q_lens[size_t(b)] = p[b + 1] - p[b];
+      ops_detail::check_prefill_items(ws, q_lens);
     }
-    ops_detail::check_prefill_items(ws, q_lens);
     cpu::batch_prefill_paged(ws.impl(), plan, q, qo_indptr, kv, mask, resolved, out, lse);
     return;
   }
