@@ -663,5 +663,40 @@ TEST(Errors, CudaDeviceMismatch) {
   for (const auto& c : cases) expect_error(c);
 }
 
+// ---- outputs that are broadcast views -------------------------------------------------------
+// An output with stride 0 on a dim of several elements would have several writers per element
+// (in no fixed order on CUDA): every op refuses one, naming it.
+TEST(Errors, BroadcastOutputs) {
+  FP_SEEDED_RNG(rng);
+  const Tensor q = random_tensor(rng, {2, 4, 3, 64}, DType::f32, Device::cpu());
+  const Tensor k = random_tensor(rng, {2, 4, 5, 64}, DType::f32, Device::cpu());
+  const Tensor one_row = Tensor::empty({1, 4, 3, 64}, DType::f32);
+  const Tensor one_lse = Tensor::empty({1, 4, 3}, DType::f32);
+  const Tensor va = random_tensor(rng, {3, 2, 64}, DType::f32, Device::cpu());
+  const Tensor la = random_tensor(rng, {3, 2}, DType::f32, Device::cpu());
+  const std::vector<ErrorCase> cases{
+      {"sdpa out broadcast over B", [&] {
+         Tensor out = one_row.as_strided({2, 4, 3, 64}, {0, 192, 64, 1});
+         sdpa(q, k, k, Tensor(), {}, out);
+       }, {{"out:"}, {"stride 0"}}},
+      {"sdpa lse broadcast over B", [&] {
+         Tensor out = Tensor::empty({2, 4, 3, 64}, DType::f32);
+         sdpa(q, k, k, Tensor(), {}, out, one_lse.as_strided({2, 4, 3}, {0, 3, 1}));
+       }, {{"lse:"}, {"stride 0"}}},
+      {"merge_states v_out broadcast", [&] {
+         Tensor out = Tensor::empty({1, 2, 64}, DType::f32).as_strided({3, 2, 64}, {0, 64, 1});
+         merge_states(va, la, va, la, out);
+       }, {{"v_out:"}, {"stride 0"}}},
+      {"merge_states lse_out broadcast", [&] {
+         Tensor out = Tensor::empty({3, 2, 64}, DType::f32);
+         merge_states(va, la, va, la, out, Tensor::empty({2}, DType::f32).as_strided({3, 2}, {0, 1}));
+       }, {{"lse_out:"}, {"stride 0"}}},
+  };
+  for (const auto& c : cases) expect_error(c);
+  // A size-1 dim may have any stride, 0 included.
+  Tensor out = Tensor::empty({1, 4, 3, 64}, DType::f32).as_strided({1, 4, 3, 64}, {0, 192, 64, 1});
+  EXPECT_NO_THROW(sdpa(q.slice(0, 0, 1), k.slice(0, 0, 1), k.slice(0, 0, 1), Tensor(), {}, out));
+}
+
 }  // namespace
 }  // namespace fpt

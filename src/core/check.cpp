@@ -66,6 +66,14 @@ void inner_contiguous(const Tensor& t, std::string_view name) {
           shape_to_string(t.strides()));
 }
 
+void writable(const Tensor& t, std::string_view name) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    require(t.size(d) <= 1 || t.stride(d) != 0, name,
+            ": expected an output with one element per index (no stride 0 on a dim of more "
+            "than one element), got strides ", shape_to_string(t.strides()), " for shape ",
+            t.shape_str());
+}
+
 void contiguous(const Tensor& t, std::string_view name) {
   require(t.is_contiguous(), name, ": expected a contiguous tensor, got strides ",
           shape_to_string(t.strides()), " for shape ", t.shape_str());

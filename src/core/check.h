@@ -38,6 +38,9 @@ void size_is(const Tensor& t, std::string_view name, int64_t dim, int64_t expect
              std::string_view what);
 void shape_is(const Tensor& t, std::string_view name, const Shape& expected);
 void inner_contiguous(const Tensor& t, std::string_view name);  // last dim stride 1
+// An output: no dim of more than one element with stride 0 (a broadcast view would have
+// several threads write one element, in no fixed order on CUDA).
+void writable(const Tensor& t, std::string_view name);
 void contiguous(const Tensor& t, std::string_view name);
 void head_dim(int64_t d, std::string_view name);  // multiple of 8, 8..256
 void gqa(int64_t num_qo_heads, int64_t num_kv_heads);

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -286,6 +287,12 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
   check::require(out.stride(-1) == 1 && k.stride(-1) == 1 && v.stride(-1) == 1,
                  "sdpa: expected out, k and v with a contiguous last dim on CUDA");
   const int64_t batch = q.size(0), num_q = q.size(2), num_kv = k.size(2);
+  // The kernels count queries and keys in int32 (the CPU in int64): beyond, an Error rather
+  // than a wrapped length.
+  check::require(num_q <= INT32_MAX / std::max<int64_t>(batch, 1), "query: expected B x S <= ",
+                 "2^31-1 query rows on CUDA, got ", q.shape_str());
+  check::require(num_kv <= INT32_MAX, "key: expected at most 2^31-1 keys on CUDA, got ",
+                 k.shape_str());
   g.q = ref_of(q, 0, 2, 1);
   g.out = ref_of(out, 0, 2, 1);
   g.queries = {nullptr, int32_t(num_q), int32_t(batch)};

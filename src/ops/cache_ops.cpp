@@ -72,6 +72,7 @@ void gather_paged_kv(const PagedKv& kv, Tensor& k_out, Tensor& v_out, void* stre
                    shape_to_string(want), " [sum of row lengths, Hkv, D], got ", t->shape_str());
     check::same_dtype(*t, name, kv.k_pages.dtype(), "k_pages");
     check::same_device(*t, name, device, "k_pages");
+    check::writable(*t, name);
   }
 
   if (device.is_cpu()) {

@@ -20,6 +20,7 @@ void merge_states(const Tensor& v_a, const Tensor& lse_a, const Tensor& v_b, con
     check::attention_dtype(*t, name);
     check::same_device(*t, name, device, "v_a");
   }
+  check::writable(v_out, "v_out");
   for (const auto& [t, name] :
        {std::pair{&lse_a, "lse_a"}, std::pair{&lse_b, "lse_b"}, std::pair{&lse_out, "lse_out"}}) {
     if (t == &lse_out && !t->defined()) continue;
@@ -29,6 +30,7 @@ void merge_states(const Tensor& v_a, const Tensor& lse_a, const Tensor& v_b, con
                    dtype_name(t->dtype()));
     check::same_device(*t, name, device, "v_a");
   }
+  if (lse_out.defined()) check::writable(lse_out, "lse_out");
 
   if (device.is_cpu()) {
     cpu::merge_states(v_a, lse_a, v_b, lse_b, v_out, lse_out);

@@ -49,6 +49,7 @@ void check_out(const Tensor& out, const Tensor& q, std::string_view layout) {
   check::same_dtype(out, "out", q.dtype(), "query");
   check::same_device(out, "out", q.device(), "query");
   check::inner_contiguous(out, "out");
+  check::writable(out, "out");
 }
 
 void check_lse(const Tensor& lse, const Shape& shape, std::string_view layout, Device device) {
@@ -58,6 +59,7 @@ void check_lse(const Tensor& lse, const Shape& shape, std::string_view layout, D
   check::require(lse.dtype() == DType::f32, "lse: expected dtype f32, got ",
                  dtype_name(lse.dtype()));
   check::same_device(lse, "lse", device, "query");
+  check::writable(lse, "lse");
 }
 
 void check_mask_dtype(const Tensor& mask) {
