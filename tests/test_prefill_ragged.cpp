@@ -130,5 +130,33 @@ TEST(PrefillRagged, CudaRandomSweep) {
                cuda0()));
 }
 
+// A window wider than any row (INT32_MAX, a common "no window" sentinel) sees every key, also
+// for rows with more queries than keys, whose bottom-right positions are negative (the CUDA
+// kernels computed position - window_left in int32 and wrapped to an empty window).
+void run_widest_window(Device device, DType dtype) {
+  FP_SEEDED_RNG(rng);
+  SCOPED_TRACE(device.str());
+  const std::vector<int64_t> qo{0, 40, 45}, kvp{0, 3, 20};
+  const Tensor q = random_tensor(rng, {45, 4, 64}, dtype, device, -2, 2);
+  const Tensor k = random_tensor(rng, {20, 2, 64}, dtype, device, -2, 2);
+  const Tensor v = random_tensor(rng, {20, 2, 64}, dtype, device);
+  for (bool causal : {false, true}) {
+    AttentionParams p{};
+    p.causal = causal;
+    const oracle::Result ref = oracle::prefill_ragged(q, k, v, host_ints(qo), host_ints(kvp), p);
+    p.window_left = INT32_MAX;
+    Tensor out = poisoned({45, 4, 64}, dtype, device);
+    batch_prefill_ragged(q, k, v, host_ints(qo).to(device), host_ints(kvp).to(device), p, out);
+    expect_output(out, ref.out, dtype, causal ? "causal" : "not causal");
+  }
+}
+
+TEST(PrefillRagged, CpuWidestWindow) { FP_CASE(run_widest_window(Device::cpu(), DType::f32)); }
+
+TEST(PrefillRagged, CudaWidestWindow) {
+  FP_REQUIRE_CUDA();
+  FP_CASE(run_widest_window(cuda0(), DType::bf16));
+}
+
 }  // namespace
 }  // namespace fpt

@@ -90,7 +90,8 @@ void batch_prefill_paged(Workspace& ws, const Plan& plan, const Tensor& q,
     ops_detail::check_lse(lse, {q.size(0), hq}, "[N,Hq]", device);
   else
     ops_detail::check_lse(lse, {batch, hq, s}, "[B,Hq,S]", device);
-  const AttentionParams resolved = ops_detail::resolve_params(params, d);
+  const AttentionParams resolved = ops_detail::resolve_params(
+      params, d, std::max(plan.total_q_rows, plan.kv_tokens));
 
   if (device.is_cpu()) {
     const std::vector<int64_t> lengths =

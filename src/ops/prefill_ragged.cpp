@@ -1,4 +1,6 @@
 // batch_prefill_ragged: validation, then the CPU or CUDA run.
+#include <algorithm>
+
 #include "core/check.h"
 #include "cpu/cpu_ops.h"
 #include "ops/validate.h"
@@ -27,7 +29,7 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
     check::index_vector(kv_indptr, "kv_indptr", batch + 1, "B+1, as qo_indptr", device);
   ops_detail::check_out(out, q, "[Nq,Hq,D]");
   ops_detail::check_lse(lse, {nq, hq}, "[Nq,Hq]", device);
-  const AttentionParams resolved = ops_detail::resolve_params(params, d);
+  const AttentionParams resolved = ops_detail::resolve_params(params, d, std::max(nq, nkv));
 
   if (device.is_cpu()) {
     check::indptr_values(qo_indptr, "qo_indptr", nq, "query tokens Nq");

@@ -1,4 +1,6 @@
 // sdpa: validation (PyTorch's broadcasting rules for the mask), then the CPU or CUDA run.
+#include <algorithm>
+
 #include "core/check.h"
 #include "cpu/cpu_ops.h"
 #include "ops/validate.h"
@@ -43,7 +45,7 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
   check_sdpa_mask(mask, params, {batch, hq, s, l}, device);
   ops_detail::check_out(out, q, "[B,Hq,S,D]");
   ops_detail::check_lse(lse, {batch, hq, s}, "[B,Hq,S]", device);
-  const AttentionParams resolved = ops_detail::resolve_params(params, d);
+  const AttentionParams resolved = ops_detail::resolve_params(params, d, std::max(s, l));
   // A key-padding row [L] is the [1, L] mask (the row broadcasts over S): the form both
   // devices' kernels take.
   const Tensor m =

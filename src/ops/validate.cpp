@@ -1,5 +1,6 @@
 #include "ops/validate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -7,7 +8,8 @@
 
 namespace flashpage::ops_detail {
 
-AttentionParams resolve_params(const AttentionParams& params, int64_t head_dim) {
+AttentionParams resolve_params(const AttentionParams& params, int64_t head_dim,
+                               int64_t max_positions) {
   check::require(std::isfinite(params.scale), "params.scale: expected a finite value, got ",
                  params.scale);
   check::require(params.window_left >= -1,
@@ -18,6 +20,7 @@ AttentionParams resolve_params(const AttentionParams& params, int64_t head_dim) 
                  params.logits_soft_cap);
   AttentionParams out = params;
   if (out.scale <= 0.0f) out.scale = float(1.0 / std::sqrt(double(head_dim)));
+  if (out.window_left > max_positions) out.window_left = int(std::max<int64_t>(max_positions, 0));
   return out;
 }
 

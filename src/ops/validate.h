@@ -11,8 +11,11 @@
 namespace flashpage::ops_detail {
 
 // window_left >= -1, soft cap finite and >= 0, scale finite; returns a copy with
-// scale <= 0 resolved to 1/sqrt(head_dim).
-AttentionParams resolve_params(const AttentionParams& params, int64_t head_dim);
+// scale <= 0 resolved to 1/sqrt(head_dim), and a window wider than `max_positions` (no row of
+// the call has more queries or keys) narrowed to it: it sees the same keys, and the CUDA
+// kernels' int32 `position - window_left` cannot wrap.
+AttentionParams resolve_params(const AttentionParams& params, int64_t head_dim,
+                               int64_t max_positions = INT32_MAX);
 
 // q/k/v/out: f32|f16|bf16, `dtype` when given (as `of`), on `device`, last dim contiguous.
 void check_operand(const Tensor& t, std::string_view name, DType dtype, std::string_view of,
