@@ -263,11 +263,14 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
   t.v_span = detail::span_elements(v);
   t.num_qo_tokens = q.size(0);
   t.max_qo_len = -1;  // the Hopper kernel finds the longest row on the device
-  if (select_prefill_kernel(t) != PrefillKernel::hopper) {
+  PrefillTcParams bounded = t;  // what prefill_tc covers once it is given the bound
+  bounded.max_qo_len = 0;
+  if (select_prefill_kernel(t) != PrefillKernel::hopper && prefill_tc_covers(bounded)) {
     // prefill_tc's grid covers the longest segment: one small read of the offsets (a host
     // sync; the planned paged path is the one to capture in graphs there). Nq would be a
     // bound too, but a grid of B x Nq/64 mostly idle blocks costs more than the attention
-    // itself at B = 64.
+    // itself at B = 64. The generic kernel (f32, other head dims, unaligned views) needs no
+    // bound: no read, no sync.
     std::vector<int32_t> offsets(static_cast<size_t>(batch) + 1);
     detail::copy_bytes(offsets.data(), Device::cpu(), qo_indptr.data(), qo_indptr.device(),
                        offsets.size() * sizeof(int32_t), stream);
