@@ -191,20 +191,32 @@ void flashinfer_step(Rng& rng, KvCachePool& pool, Workspace& ws, History& hist,
   }
 }
 
-void run_flashinfer_paged(Device device, DType dtype, KvLayout layout, int64_t page_size, int64_t D) {
-  FP_SEEDED_RNG(rng);
-  SCOPED_TRACE(device.str() + " " + std::string(dtype_name(dtype)) + " " +
-               std::string(layout_name(layout)) + " P=" + std::to_string(page_size) +
-               " D=" + std::to_string(D));
+// A pool of two layers and 2 KV heads with room for three rows of up to max_row tokens, and
+// the trace line that names the case.
+KvCacheConfig three_row_config(Device device, DType dtype, KvLayout layout, int64_t page_size,
+                               int64_t D, int64_t max_row) {
   KvCacheConfig cfg;
   cfg.layers = 2;
   cfg.kv_heads = 2;
   cfg.head_dim = D;
   cfg.page_size = page_size;
-  cfg.num_pages = 3 * (64 + page_size) / page_size + 4;
+  cfg.num_pages = 3 * (max_row + page_size) / page_size + 4;
   cfg.dtype = dtype;
   cfg.device = device;
   cfg.layout = layout;
+  return cfg;
+}
+
+std::string case_name(const KvCacheConfig& c) {
+  return c.device.str() + " " + std::string(dtype_name(c.dtype)) + " " +
+         std::string(layout_name(c.layout)) + " P=" + std::to_string(c.page_size) +
+         " D=" + std::to_string(c.head_dim);
+}
+
+void run_flashinfer_paged(Device device, DType dtype, KvLayout layout, int64_t page_size, int64_t D) {
+  FP_SEEDED_RNG(rng);
+  const KvCacheConfig cfg = three_row_config(device, dtype, layout, page_size, D, 64);
+  SCOPED_TRACE(case_name(cfg));
   KvCachePool pool(cfg);
   Workspace ws(device, size_t(16) << 20);
   History hist;
@@ -276,18 +288,8 @@ TEST(FlashInfer, CudaRaggedContiguous) {
 void run_flashinfer_paged_ragged(Device device, DType dtype, KvLayout layout, int64_t page_size,
                                  int64_t D) {
   FP_SEEDED_RNG(rng);
-  SCOPED_TRACE(device.str() + " " + std::string(dtype_name(dtype)) + " " +
-               std::string(layout_name(layout)) + " P=" + std::to_string(page_size) +
-               " D=" + std::to_string(D));
-  KvCacheConfig cfg;
-  cfg.layers = 2;
-  cfg.kv_heads = 2;
-  cfg.head_dim = D;
-  cfg.page_size = page_size;
-  cfg.num_pages = 3 * (80 + page_size) / page_size + 4;
-  cfg.dtype = dtype;
-  cfg.device = device;
-  cfg.layout = layout;
+  const KvCacheConfig cfg = three_row_config(device, dtype, layout, page_size, D, 80);
+  SCOPED_TRACE(case_name(cfg));
   KvCachePool pool(cfg);
   Workspace ws(device, size_t(16) << 20);
   pool.activate(std::vector<int64_t>{pool.bind_request(80), pool.bind_request(50), pool.bind_request(70)});
