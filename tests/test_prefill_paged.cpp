@@ -204,5 +204,49 @@ TEST(PrefillPaged, CudaRandomSweep) {
                 cuda0()));
 }
 
+// A plan's work list covers query tiles; keys come from the table at run time, so a plan (or
+// a graph replaying it) runs over rows that grew since it was made. The window must not be
+// narrowed to the plan's table (it was: a window of 30 over rows grown from 10 to 40 keys saw
+// 20, the plan's total), nor wrap for an INT32_MAX "no window".
+void run_window_over_grown_rows(Device device, DType dtype) {
+  FP_SEEDED_RNG(rng);
+  SCOPED_TRACE(device.str());
+  KvCacheConfig cfg;
+  cfg.layers = 1;
+  cfg.kv_heads = 2;
+  cfg.head_dim = 64;
+  cfg.page_size = 4;
+  cfg.num_pages = 24;
+  cfg.dtype = dtype;
+  cfg.device = device;
+  KvCachePool pool(cfg);
+  pool.activate(std::vector<int64_t>{pool.bind_request(40), pool.bind_request(40)});
+  pool.put(0, 0, random_tensor(rng, {2, 40, 2, 64}, dtype, device, -2, 2),
+           random_tensor(rng, {2, 40, 2, 64}, dtype, device));
+  Workspace ws(device, size_t(4) << 20);
+  const Plan plan = plan_prefill(ws, Tensor(), pool.metadata(10).host, pool.layer(0, pool.metadata(10)), 4, 4);
+  const KvCacheMetadata& grown = pool.metadata(40);  // same rows: the same buffers, in place
+  const Tensor q = random_tensor(rng, {2, 4, 4, 64}, dtype, device, -2, 2);
+  for (int window : {30, INT32_MAX}) {
+    SCOPED_TRACE("window_left " + std::to_string(window));
+    AttentionParams p{};
+    p.causal = true;
+    p.window_left = window;
+    Tensor out = poisoned({2, 4, 4, 64}, dtype, device);
+    batch_prefill_paged(ws, plan, q, Tensor(), pool.layer(0, grown), Tensor(), p, out);
+    expect_output(out, oracle::prefill_paged(q, Tensor(), pool.layer(0, grown), Tensor(), p).out,
+                  dtype);
+  }
+}
+
+TEST(PrefillPaged, CpuWindowOverGrownRows) {
+  FP_CASE(run_window_over_grown_rows(Device::cpu(), DType::f32));
+}
+
+TEST(PrefillPaged, CudaWindowOverGrownRows) {
+  FP_REQUIRE_CUDA();
+  FP_CASE(run_window_over_grown_rows(cuda0(), DType::bf16));
+}
+
 }  // namespace
 }  // namespace fpt

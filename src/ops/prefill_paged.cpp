@@ -91,7 +91,7 @@ void batch_prefill_paged(Workspace& ws, const Plan& plan, const Tensor& q,
   else
     ops_detail::check_lse(lse, {batch, hq, s}, "[B,Hq,S]", device);
   const AttentionParams resolved = ops_detail::resolve_params(
-      params, d, std::max(plan.total_q_rows, plan.kv_tokens));
+      params, d, INT32_MAX - total_rows);  // from the tensors, not the plan's table (see below)
 
   if (device.is_cpu()) {
     const std::vector<int64_t> lengths =

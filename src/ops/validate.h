@@ -11,9 +11,12 @@
 namespace flashpage::ops_detail {
 
 // window_left >= -1, soft cap finite and >= 0, scale finite; returns a copy with
-// scale <= 0 resolved to 1/sqrt(head_dim), and a window wider than `max_positions` (no row of
-// the call has more queries or keys) narrowed to it: it sees the same keys, and the CUDA
-// kernels' int32 `position - window_left` cannot wrap.
+// scale <= 0 resolved to 1/sqrt(head_dim), and a window wider than `max_positions` narrowed
+// to it, so that the CUDA kernels' int32 `position - window_left` cannot wrap. Callers pass a
+// bound from the tensors' shapes (never from a plan's table: a graph replays over longer
+// rows): the longest extent where shapes give one (sdpa, ragged: then exactly the same keys
+// are seen), else INT32_MAX - query rows (paged: the same keys unless a row's keys and the
+// call's query rows together pass 2^31-1).
 AttentionParams resolve_params(const AttentionParams& params, int64_t head_dim,
                                int64_t max_positions = INT32_MAX);
 
