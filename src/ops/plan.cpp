@@ -89,8 +89,8 @@ Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
       block_indptr.empty() ? Workspace::Impl::kHeaderInts
                            : Workspace::Impl::stream_items_offset(int64_t(block_indptr.size()) - 1);
   const int64_t n_ints = items_offset + int64_t(items.size()) * Workspace::Impl::kWorkFields +
-                         int64_t(merge_indptr.size()) + int64_t(qo_indptr.size());
-  check::require(n_ints <= w.ints.numel(), "workspace: the work list needs ", n_ints * 4,
+                         int64_t(merge_indptr.size());
+  check::require(n_ints + int64_t(qo_indptr.size()) <= w.ints.numel(), "workspace: the work list needs ", n_ints * 4,
                  " bytes of its integer region, it has ", w.ints.numel() * 4,
                  "; create the Workspace with more bytes");
   w.host_ints.assign(size_t(n_ints), 0);
@@ -108,17 +108,19 @@ Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
   w.merge_indptr_offset = w.items_offset + int64_t(items.size()) * 4;
   std::copy(merge_indptr.begin(), merge_indptr.end(),
             w.host_ints.begin() + w.merge_indptr_offset);
-  w.qo_indptr_offset = -1;
-  if (!qo_indptr.empty()) {
-    w.qo_indptr_offset = w.merge_indptr_offset + int64_t(merge_indptr.size());
-    std::copy(qo_indptr.begin(), qo_indptr.end(), w.host_ints.begin() + w.qo_indptr_offset);
-  }
+  // The split sits at the region's end, where it stays for a batch size whatever the work
+  // list's length: a graph captured over it keeps reading the right place after a re-plan.
+  w.qo_indptr_offset = qo_indptr.empty() ? -1 : w.ints.numel() - int64_t(qo_indptr.size());
   w.partial_lse_offset = plan.num_partials * plan.num_qo_heads * plan.head_dim;
-  if (w.device.is_cuda())
+  int32_t* tail = w.ints.data_as<int32_t>() + (qo_indptr.empty() ? 0 : w.qo_indptr_offset);
+  if (w.device.is_cuda()) {
     detail::copy_bytes(w.ints.data(), w.device, w.host_ints.data(), Device::cpu(),
                        w.host_ints.size() * 4);
-  else
+    detail::copy_bytes(tail, w.device, qo_indptr.data(), Device::cpu(), qo_indptr.size() * 4);
+  } else {
     std::copy(w.host_ints.begin(), w.host_ints.end(), w.ints.data_as<int32_t>());
+    std::copy(qo_indptr.begin(), qo_indptr.end(), tail);
+  }
   // Numbered across all workspaces: a plan passed with another workspace than its own fails
   // check_plan instead of matching that workspace's count by chance.
   static std::atomic<uint64_t> last_generation{0};

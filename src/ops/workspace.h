@@ -10,9 +10,10 @@
 //   [items_offset ..)             num_work items of kWorkFields ints (see WorkItem)
 //   [merge_indptr_offset ..)      batch_size + 1 ints: row b's partial slots are
 //                                 merge_indptr[b] .. merge_indptr[b+1] (empty: no split)
-//   [qo_indptr_offset ..)         ragged prefill plans only: batch_size + 1 ints, the planned
-//                                 qo_indptr (the backend's device copy of a host split: no
-//                                 allocation per call, uploaded with the work list)
+//   [qo_indptr_offset ..)         ragged prefill plans only: the region's last batch_size + 1
+//                                 ints, the planned qo_indptr (the runs' copy of the split:
+//                                 uploaded with the work list, at a place that a re-plan for
+//                                 the same batch size does not move, so graphs follow it)
 // Float region (f32, device memory):
 //   [0 ..)                        partial outputs [num_partials, Hq, D]
 //   [partial_lse_offset ..)       partial LSEs   [num_partials, Hq]
