@@ -368,8 +368,8 @@ void run_metadata_reuse(Device device) {
   EXPECT_EQ(m6.device.indptr.data(), indptr_ptr);
   EXPECT_EQ(m6.device.indices.data(), indices_ptr);
   EXPECT_EQ(m6.device.last_page_len.data(), last_ptr);
-  // A smaller batch after an unbind keeps them too; a larger one grows indptr/last_page_len
-  // only, and its table is whole.
+  // A smaller batch after an unbind keeps them too, and so does a larger one (the buffers
+  // have a row per page of the pool); its table is whole.
   pool.unbind_request(a);
   pool.activate(std::vector<int64_t>{d});
   const std::vector<int64_t> l7{5};
@@ -381,7 +381,17 @@ void run_metadata_reuse(Device device) {
   const std::vector<int64_t> l8{7, 12, 29};
   const KvCacheMetadata& m8 = pool.metadata(std::span<const int64_t>(l8));
   check_table(m8, l8);
+  EXPECT_EQ(m8.device.indptr.data(), indptr_ptr);
   EXPECT_EQ(m8.device.indices.data(), indices_ptr);
+  EXPECT_EQ(m8.device.last_page_len.data(), last_ptr);
+  // More rows than pages (requests bound with no pages) grow indptr / last_page_len.
+  std::vector<int64_t> many{d, b, c}, many_lengths{7, 12, 29};
+  while (int64_t(many.size()) <= 24) {
+    many.push_back(pool.bind_request(0));
+    many_lengths.push_back(0);
+  }
+  pool.activate(many);
+  check_table(pool.metadata(std::span<const int64_t>(many_lengths)), many_lengths);
 }
 
 TEST(Pool, CpuMetadataReusedInPlace) { run_metadata_reuse(Device::cpu()); }

@@ -76,8 +76,9 @@ class KvCachePool {
 
   // The CSR table of the active rows with these lengths (one per row, or one for all rows).
   // The returned reference stays valid until the next metadata() call. The table lives in
-  // buffers that keep their addresses for the pool's life, except when a batch larger than
-  // any before it grows indptr / last_page_len (indices has room for every page of the pool),
+  // buffers that keep their addresses for the pool's life (sized for every page of the pool
+  // and as many rows; only a batch of more rows than pages, possible with requests bound with
+  // no pages, moves indptr / last_page_len),
   // so a CUDA graph captured over them replays after metadata() of longer rows and after
   // activate() of other requests, as long as its batch size is the same (re-plan outside the
   // graph). While the active rows are the same, only last_page_len changes until a row needs
@@ -101,8 +102,9 @@ class KvCachePool {
   // whether indptr/indices changed.
   struct TableBuffers {
     PageTable host, device;  // views of the stores: the active rows' part
-    // At capacity: indices for every page of the pool, indptr / last_page_len for the largest
-    // batch so far (a batch only grows them), so the addresses outlive activate().
+    // At capacity: indices for every page of the pool, indptr / last_page_len for as many
+    // rows as pages (a larger batch, of requests bound with no pages, grows them), so the
+    // addresses outlive activate().
     PageTable host_store, device_store;
     std::vector<int64_t> pages;  // page count per row last written
     std::vector<int64_t> rows;   // the active ids the buffers were sized for

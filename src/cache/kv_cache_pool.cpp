@@ -175,8 +175,11 @@ bool KvCachePool::fill_table(TableBuffers& t, std::span<const int64_t> lengths) 
       t.device_store.indices = t.host_store.indices.to(config_.device);
     }
     if (!t.host_store.indptr.defined() || t.host_store.last_page_len.numel() < batch) {
-      t.host_store.indptr = Tensor::empty({batch + 1}, DType::i32);
-      t.host_store.last_page_len = Tensor::empty({std::max<int64_t>(batch, 1)}, DType::i32);
+      // Rows for a batch of every page's own request: only requests bound with no pages can
+      // make a larger batch, so the buffers (and graphs captured over them) stay put.
+      const int64_t rows = std::max({batch, config_.num_pages, int64_t(1)});
+      t.host_store.indptr = Tensor::empty({rows + 1}, DType::i32);
+      t.host_store.last_page_len = Tensor::empty({rows}, DType::i32);
       t.device_store.indptr = t.host_store.indptr.to(config_.device);
       t.device_store.last_page_len = t.host_store.last_page_len.to(config_.device);
     }
