@@ -535,7 +535,7 @@ void run_strided_out_lse_indptr(Device device, DType dtype) {
   {
     SCOPED_TRACE("ragged queries, ctx.indptr a strided int32 view");
     const Tensor qr = random_tensor(rng, {5, 4, 64}, dtype, device);
-    const Tensor indptr = host_ints({0, 9, 2, 9, 5}).as_strided({3}, {2});  // {0, 2, 5}
+    const Tensor indptr = host_ints({0, 9, 2, 9, 5}).to(device).as_strided({3}, {2});  // {0, 2, 5}
     const AttentionContext ctx = AttentionContext::paged_ragged(
         0.0f, true, 4, 2, 64, 0, indptr, host_ints({5, 7}, DType::i64), host_ints(lengths, DType::i64),
         &pool, &meta, &ws);
