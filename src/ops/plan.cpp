@@ -90,7 +90,8 @@ Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
                            : Workspace::Impl::stream_items_offset(int64_t(block_indptr.size()) - 1);
   const int64_t n_ints = items_offset + int64_t(items.size()) * Workspace::Impl::kWorkFields +
                          int64_t(merge_indptr.size());
-  check::require(n_ints + int64_t(qo_indptr.size()) <= w.ints.numel(), "workspace: the work list needs ", n_ints * 4,
+  const int64_t needed = n_ints + int64_t(qo_indptr.size());
+  check::require(needed <= w.ints.numel(), "workspace: the work list needs ", needed * 4,
                  " bytes of its integer region, it has ", w.ints.numel() * 4,
                  "; create the Workspace with more bytes");
   w.host_ints.assign(size_t(n_ints), 0);
