@@ -15,19 +15,25 @@ using attention_detail::host_indptr;
 using attention_detail::lse_for;
 
 // Plans once per step: layers after the first find the plan of the same table and shape.
-// Ragged queries (qo_len -1) give their split as qo (host values) and host_qo_indptr.
+// Ragged queries (qo_len -1) give their split as host values in qo.
 const Plan& plan_for_step(Workspace& ws, const KvCacheMetadata& meta, const PagedKv& kv,
-                          int64_t qo_len, const std::vector<int64_t>& qo,
-                          const Tensor& host_qo_indptr, int64_t num_qo_heads) {
+                          int64_t qo_len, const std::vector<int64_t>& qo, int64_t num_qo_heads) {
   auto& cache = ws.impl().cached;
   const bool hit = cache.table_owner == &meta && cache.table_version == meta.version &&
                    cache.qo_len == qo_len && cache.qo_indptr == qo &&
                    cache.plan.generation == ws.impl().generation &&
                    cache.plan.num_qo_heads == num_qo_heads;
   if (!hit) {
-    cache.plan = qo_len == 1 ? plan_decode(ws, meta.host, kv, num_qo_heads)
-                             : plan_prefill(ws, host_qo_indptr, meta.host, kv,
-                                            qo_len < 0 ? 0 : qo_len, num_qo_heads);
+    if (qo_len == 1) {
+      cache.plan = plan_decode(ws, meta.host, kv, num_qo_heads);
+    } else {
+      std::vector<int32_t> qo32(qo.begin(), qo.end());  // checked to fit int32 by host_indptr
+      const Tensor host_qo = qo.empty() ? Tensor()
+                                        : Tensor::from_blob(qo32.data(), {int64_t(qo32.size())},
+                                                            DType::i32);
+      cache.plan =
+          plan_prefill(ws, host_qo, meta.host, kv, qo_len < 0 ? 0 : qo_len, num_qo_heads);
+    }
     cache.table_owner = &meta;
     cache.table_version = meta.version;
     cache.qo_len = qo_len;
@@ -70,14 +76,11 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
         pool.put_ragged(ctx.layer, qo, starts, key, value, ctx.stream);
       }
       const PagedKv kv = pool.layer(ctx.layer, *ctx.meta);
-      Tensor host_qo = Tensor::empty({int64_t(qo.size())}, DType::i32);
-      for (size_t i = 0; i < qo.size(); ++i) host_qo.data_as<int32_t>()[i] = int32_t(qo[i]);
-      const Plan& plan = plan_for_step(ws, *ctx.meta, kv, -1, qo, host_qo, query.size(1));
-      // A host or int64 indptr: the plan's device copy (no allocation, ordered with the plan).
-      const bool usable = ctx.indptr.dtype() == DType::i32 && ctx.indptr.is_contiguous() &&
-                          ctx.indptr.device() == query.device();
-      const Tensor dev_qo = usable ? ctx.indptr : ws.impl().planned_qo_indptr(plan);
-      batch_prefill_paged(ws, plan, query, dev_qo, kv, {}, params, out,
+      const Plan& plan = plan_for_step(ws, *ctx.meta, kv, -1, qo, query.size(1));
+      // The plan's own copy of the split (the same values, checked above), whatever form
+      // ctx.indptr has: host or device, int32 or int64, strided or not.
+      const Tensor planned_qo = ws.impl().planned_qo_indptr(plan);
+      batch_prefill_paged(ws, plan, query, planned_qo, kv, {}, params, out,
                           lse_for(ctx, {query.size(0), query.size(1)}), ctx.stream);
       return;
     }
@@ -91,7 +94,7 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
                ctx.stream);
     }
     const PagedKv kv = pool.layer(ctx.layer, *ctx.meta);
-    const Plan& plan = plan_for_step(ws, *ctx.meta, kv, seq, {}, {}, heads);
+    const Plan& plan = plan_for_step(ws, *ctx.meta, kv, seq, {}, heads);
     if (seq == 1 && !mask.defined()) {
       // out [B, Hq, 1, D] as the query (batch_decode takes that form, any strides).
       check::shape_is(out, "out", query.shape());

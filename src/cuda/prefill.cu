@@ -200,7 +200,8 @@ void batch_prefill_paged(const Workspace::Impl& ws, const Plan& plan, const Tens
     g.out = ref_of(out, -1, 0, 1);
     // The split the plan was made for (its device copy in the workspace): the work list and
     // the rows' geometry then cannot disagree, whatever the caller's qo_indptr holds now.
-    g.queries = {ws.device_ints() + ws.qo_indptr_offset, 0, int32_t(plan.batch_size)};
+    g.queries = {ws.planned_qo_indptr(plan).data_as<const int32_t>(), 0,
+                 int32_t(plan.batch_size)};
     set_lse(g, lse, -1, 0, 1);
   } else {  // q [B, Hq, S, D]
     g.q = ref_of(q, 0, 2, 1);
