@@ -112,8 +112,9 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device,
                          const Shape& strides) {
   const int64_t elements = check::element_count(shape, dtype, "Tensor::from_blob: shape");
-  check::require(data != nullptr || elements == 0, "Tensor::from_blob: data: expected a pointer to ",
-                 elements, " elements of shape ", shape_to_string(shape), ", got null");
+  check::require(data != nullptr || elements == 0,
+                 "Tensor::from_blob: data: expected a pointer to ", elements,
+                 " elements of shape ", shape_to_string(shape), ", got null");
   check::require(strides.empty() || strides.size() == shape.size(),
                  "Tensor::from_blob: expected ", shape.size(), " strides, got ", strides.size());
   for (int64_t st : strides)
@@ -266,7 +267,8 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides) const {
   int64_t last = 0, reach = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
     empty = empty || shape[d] == 0;
-    fits = fits && !__builtin_mul_overflow(std::max<int64_t>(shape[d] - 1, 0), strides[d], &reach) &&
+    const int64_t steps = std::max<int64_t>(shape[d] - 1, 0);
+    fits = fits && !__builtin_mul_overflow(steps, strides[d], &reach) &&
            !__builtin_add_overflow(last, reach, &last);
   }
   check::require(empty || (fits && last < room), "Tensor::as_strided: ", shape_to_string(shape),

@@ -48,8 +48,9 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
   const AttentionParams resolved = ops_detail::resolve_params(params, d, std::max(s, l));
   // A key-padding row [L] is the [1, L] mask (the row broadcasts over S): the form both
   // devices' kernels take.
-  const Tensor m =
-      mask.defined() && mask.dim() == 1 ? mask.as_strided({1, mask.size(0)}, {0, mask.stride(0)}) : mask;
+  const Tensor m = mask.defined() && mask.dim() == 1
+                       ? mask.as_strided({1, mask.size(0)}, {0, mask.stride(0)})
+                       : mask;
 
   if (device.is_cpu()) {
     cpu::sdpa(q, k, v, m, resolved, out, lse);
