@@ -78,11 +78,11 @@ class KvCachePool {
   // The returned reference stays valid until the next metadata() call. The table lives in
   // buffers that keep their addresses for the pool's life (sized for every page of the pool
   // and as many rows; only a batch of more rows than pages, possible with requests bound with
-  // no pages, moves indptr / last_page_len),
-  // so a CUDA graph captured over them replays after metadata() of longer rows and after
-  // activate() of other requests, as long as its batch size is the same (re-plan outside the
-  // graph). While the active rows are the same, only last_page_len changes until a row needs
-  // a new page; `rebuilt` says when indptr/indices were rewritten.
+  // no pages, moves indptr / last_page_len), so a CUDA graph captured over them replays after
+  // metadata() of longer rows and after activate() of other requests, as long as its batch
+  // size is the same (re-plan outside the graph). While the active rows are the same, only
+  // last_page_len changes until a row needs a new page; `rebuilt` says when indptr/indices
+  // were rewritten.
   const KvCacheMetadata& metadata(std::span<const int64_t> lengths);
   const KvCacheMetadata& metadata(int64_t uniform_length);
 
