@@ -56,6 +56,7 @@ TEST(MergeStates, CpuFormula) {
   FP_CASE(run_merge_formula(rng, 9, 8, 40, DType::f32, Device::cpu()));
   FP_CASE(run_merge_formula(rng, 13, 2, 128, DType::bf16, Device::cpu()));
   FP_CASE(run_merge_formula(rng, 13, 2, 128, DType::f16, Device::cpu()));
+  FP_CASE(run_merge_formula(rng, 6, 3, 0, DType::f32, Device::cpu()));  // D = 0: only the LSE
 }
 
 // Attention over keys [0, split) merged with attention over [split, L) equals attention over
@@ -114,6 +115,8 @@ TEST(MergeStates, CudaFormula) {
   for (DType t : {DType::bf16, DType::f16})
     for (int64_t d : {64, 128, 256}) FP_CASE(run_merge_formula(rng, 77, 8, d, t, cuda0()));
   FP_CASE(run_merge_formula(rng, 33, 4, 128, DType::f32, cuda0()));
+  FP_CASE(run_merge_formula(rng, 6, 3, 0, DType::bf16, cuda0()));  // D = 0: only the LSE
+  FP_CASE(run_merge_formula(rng, 5, 3, 8, DType::f16, cuda0()));   // D below a warp
 }
 
 TEST(MergeStates, CudaHalvesEqualWhole) {

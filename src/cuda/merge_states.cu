@@ -1,5 +1,5 @@
 // cuda::merge_states: combines two partial results over disjoint key sets with the same
-// SoftmaxState algebra the decode split merge uses. One block per (token, head).
+// SoftmaxState algebra the decode split merge uses. A block per (token, head), grid-strided.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -27,21 +27,35 @@ struct StateRef {
   }
 };
 
-__global__ void merge_states_kernel(StateRef a, StateRef b, StateRef out, int32_t num_heads,
-                                    int32_t head_dim) {
-  const int64_t n = blockIdx.x / num_heads, h = blockIdx.x % num_heads;
-  const float lse_a = a.lse[n * a.lse_stride_n + h * a.lse_stride_h];
-  const float lse_b = b.lse[n * b.lse_stride_n + h * b.lse_stride_h];
-  __syncthreads();  // lse_out may alias lse_a: every thread has read it before it is written
-  for (int32_t d = int32_t(threadIdx.x); d < head_dim; d += int32_t(blockDim.x)) {
-    SoftmaxState<1> st, other;
-    const float va[1] = {load_as_float(a.v, a.dtype, a.at(n, h, d))};
-    const float vb[1] = {load_as_float(b.v, b.dtype, b.at(n, h, d))};
-    st.set_normalized(va, lse_a);
-    other.set_normalized(vb, lse_b);
-    st.merge(other);
-    store_from_float(out.v, out.dtype, out.at(n, h, d), st.normalized(0));
-    if (out.lse != nullptr && d == 0) out.lse[n * out.lse_stride_n + h * out.lse_stride_h] = st.lse();
+// Grid-stride over (token, head) pairs, so any N x H fits the grid. Thread 0 writes the
+// merged LSE whatever head_dim is (at D = 0 the LSE is the whole result, as on the CPU).
+__global__ void merge_states_kernel(StateRef a, StateRef b, StateRef out, int64_t pairs,
+                                    int32_t num_heads, int32_t head_dim) {
+  for (int64_t pair = blockIdx.x; pair < pairs; pair += gridDim.x) {
+    const int64_t n = pair / num_heads, h = pair % num_heads;
+    const float lse_a = a.lse[n * a.lse_stride_n + h * a.lse_stride_h];
+    const float lse_b = b.lse[n * b.lse_stride_n + h * b.lse_stride_h];
+    // lse_out may alias lse_a: every thread has read it before thread 0 writes it. The
+    // barrier is uniform: every thread of the block runs the same pairs.
+    __syncthreads();
+    for (int32_t d = int32_t(threadIdx.x); d < head_dim; d += int32_t(blockDim.x)) {
+      SoftmaxState<1> st, other;
+      const float va[1] = {load_as_float(a.v, a.dtype, a.at(n, h, d))};
+      const float vb[1] = {load_as_float(b.v, b.dtype, b.at(n, h, d))};
+      st.set_normalized(va, lse_a);
+      other.set_normalized(vb, lse_b);
+      st.merge(other);
+      store_from_float(out.v, out.dtype, out.at(n, h, d), st.normalized(0));
+    }
+    if (out.lse != nullptr && threadIdx.x == 0) {
+      SoftmaxState<1> st, other;
+      const float zero[1] = {0.0f};
+      st.set_normalized(zero, lse_a);
+      other.set_normalized(zero, lse_b);
+      st.merge(other);
+      out.lse[n * out.lse_stride_n + h * out.lse_stride_h] = st.lse();
+    }
+    __syncthreads();  // the next pair's lse_a reads come after this pair's lse_out write
   }
 }
 
@@ -73,11 +87,15 @@ void merge_states(const Tensor& v_a, const Tensor& lse_a, const Tensor& v_b, con
   check_float(v_b, "v_b");
   check_float(v_out, "v_out");
   const int64_t tokens = v_a.size(0), heads = v_a.size(1), dim = v_a.size(2);
-  if (tokens * heads == 0 || dim == 0) return;
-  const unsigned threads = unsigned(std::min<int64_t>(dim, kMaxThreads));
-  merge_states_kernel<<<unsigned(tokens * heads), threads, 0, static_cast<cudaStream_t>(stream)>>>(
-      state_ref(v_a, lse_a), state_ref(v_b, lse_b), state_ref(v_out, lse_out), int32_t(heads),
-      int32_t(dim));
+  const int64_t pairs = tokens * heads;
+  if (pairs == 0 || (dim == 0 && !lse_out.defined())) return;
+  // A warp at least (D = 0 still writes the LSE), at most kMaxThreads per block; the grid is
+  // capped well below the 2^31 - 1 limit and strides over the rest.
+  const unsigned threads = unsigned(std::clamp<int64_t>(dim, 32, kMaxThreads));
+  const unsigned blocks = unsigned(std::min<int64_t>(pairs, int64_t(1) << 20));
+  merge_states_kernel<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(
+      state_ref(v_a, lse_a), state_ref(v_b, lse_b), state_ref(v_out, lse_out), pairs,
+      int32_t(heads), int32_t(dim));
   FP_CUDA_CHECK_LAUNCH();
 }
 
