@@ -19,6 +19,21 @@ void cuda_memset(void* dst, int value, size_t bytes, int device_index, void* str
 int cuda_device_count();  // 0 when not built with CUDA or no GPU visible
 void cuda_synchronize(int device_index);
 
+// Makes a CUDA device current for the scope, so kernel launches, attribute queries and the
+// per-device caches keyed on the current device go to the tensors' GPU whatever the caller
+// had current; the caller's device comes back at the end. Nothing for the CPU, and nothing
+// in a CPU-only build (the ops report that CUDA is not built).
+class DeviceScope {
+ public:
+  explicit DeviceScope(Device device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;  // the caller's device, -1 when nothing was switched
+};
+
 }  // namespace flashpage::detail
 
 namespace flashpage::detail {

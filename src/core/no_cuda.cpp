@@ -24,6 +24,8 @@ int cuda_device_count() { return 0; }
 int cuda_sm_count(int) { not_built(); }
 std::string cuda_device_name(int) { not_built(); }
 void cuda_synchronize(int) { not_built(); }
+DeviceScope::DeviceScope(Device) {}
+DeviceScope::~DeviceScope() = default;
 
 }  // namespace flashpage::detail
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/check.h"
+#include "core/device_memory.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/decode_args.h"
@@ -384,13 +385,12 @@ bool stream_decode_runs_on(int device_index) {
   if (known.load(std::memory_order_acquire) & bit) return (runs.load() & bit) != 0;
   int major = 0;
   FP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_index));
-  int current = 0;
-  FP_CUDA_CHECK(cudaGetDevice(&current));
-  FP_CUDA_CHECK(cudaSetDevice(device_index));
   cudaFuncAttributes attributes{};
-  const cudaError_t status = cudaFuncGetAttributes(
-      &attributes, stream_decode_probe_kernel());
-  FP_CUDA_CHECK(cudaSetDevice(current));
+  cudaError_t status = cudaSuccess;
+  {
+    const detail::DeviceScope scope(Device::cuda(device_index));
+    status = cudaFuncGetAttributes(&attributes, stream_decode_probe_kernel());
+  }
   // binaryVersion: the machine code that will run (90 for sm_90a). A build without sm_90
   // code would JIT older PTX in which the kernel body is compiled out.
   const bool ok = status == cudaSuccess && major >= 9 && attributes.binaryVersion >= 90 &&

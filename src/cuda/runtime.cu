@@ -13,31 +13,27 @@
 namespace flashpage::detail {
 namespace {
 
-// Makes `index` current for the duration of a call and restores the caller's device.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int index) {
-    FP_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != index) FP_CUDA_CHECK(cudaSetDevice(index));
-  }
-  ~DeviceGuard() {
-    int now = previous_;
-    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) (void)cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
 }  // namespace
 
+DeviceScope::DeviceScope(Device device) {
+  if (!device.is_cuda()) return;
+  int current = 0;
+  FP_CUDA_CHECK(cudaGetDevice(&current));
+  if (current == device.index) return;
+  FP_CUDA_CHECK(cudaSetDevice(device.index));
+  previous_ = current;
+}
+
+DeviceScope::~DeviceScope() {
+  // Runs during unwinding too: never throw.
+  if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+}
+
 void* cuda_malloc(size_t bytes, int device_index) {
   if (bytes == 0) return nullptr;
-  DeviceGuard guard(device_index);
+  DeviceScope scope(Device::cuda(device_index));
   void* ptr = nullptr;
   // Legacy default stream (0): frees and reuses are ordered with everything on it and with
   // the blocking streams the library uses.
@@ -65,7 +61,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     std::memmove(dst, src, bytes);
     return;
   }
-  DeviceGuard guard(index);
+  DeviceScope scope(Device::cuda(index));
   if (stream == nullptr) {
     // The allocator is stream-ordered on the legacy stream; a plain cudaMemcpy is ordered
     // with it and returns when the bytes have landed.
@@ -77,7 +73,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 
 void cuda_memset(void* dst, int value, size_t bytes, int device_index, void* stream) {
   if (bytes == 0) return;
-  DeviceGuard guard(device_index);
+  DeviceScope scope(Device::cuda(device_index));
   if (stream == nullptr) {
     FP_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, cudaStream_t(0)));
     FP_CUDA_CHECK(cudaStreamSynchronize(cudaStream_t(0)));
@@ -110,7 +106,7 @@ std::string cuda_device_name(int device_index) {
 }
 
 void cuda_synchronize(int device_index) {
-  DeviceGuard guard(device_index);
+  DeviceScope scope(Device::cuda(device_index));
   FP_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

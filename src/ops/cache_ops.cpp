@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "core/check.h"
+#include "core/device_memory.h"
 #include "cpu/cpu_ops.h"
 #include "ops/page_table_check.h"
 #include "ops/validate.h"
@@ -49,6 +50,7 @@ void append_paged_kv(const Tensor& k, const Tensor& v, const Tensor& batch_indic
     return;
   }
 #ifdef FLASHPAGE_WITH_CUDA
+  const detail::DeviceScope scope(device);
   cuda::append_paged_kv(k, v, batch_indices, positions, kv, stream);
 #else
   (void)stream;
@@ -80,6 +82,7 @@ void gather_paged_kv(const PagedKv& kv, Tensor& k_out, Tensor& v_out, void* stre
     return;
   }
 #ifdef FLASHPAGE_WITH_CUDA
+  const detail::DeviceScope scope(device);
   cuda::gather_paged_kv(kv, k_out, v_out, stream);
 #else
   (void)stream;

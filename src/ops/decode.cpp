@@ -1,5 +1,6 @@
 // batch_decode: validation, then the CPU or CUDA run.
 #include "core/check.h"
+#include "core/device_memory.h"
 #include "cpu/cpu_ops.h"
 #include "ops/page_table_check.h"
 #include "ops/validate.h"
@@ -61,6 +62,7 @@ void batch_decode(Workspace& ws, const Plan& plan, const Tensor& q_in, const Pag
     return;
   }
 #ifdef FLASHPAGE_WITH_CUDA
+  const detail::DeviceScope scope(device);
   cuda::batch_decode(ws.impl(), plan, q, kv, resolved, out, lse, stream);
 #else
   (void)stream;

@@ -1,5 +1,6 @@
 // merge_states: validation, then the CPU or CUDA run.
 #include "core/check.h"
+#include "core/device_memory.h"
 #include "cpu/cpu_ops.h"
 #include "ops/validate.h"
 #ifdef FLASHPAGE_WITH_CUDA
@@ -37,6 +38,7 @@ void merge_states(const Tensor& v_a, const Tensor& lse_a, const Tensor& v_b, con
     return;
   }
 #ifdef FLASHPAGE_WITH_CUDA
+  const detail::DeviceScope scope(device);
   cuda::merge_states(v_a, lse_a, v_b, lse_b, v_out, lse_out, stream);
 #else
   (void)stream;

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/device_memory.h"
 #include "cpu/cpu_ops.h"
 #include "ops/page_table_check.h"
 #include "ops/validate.h"
@@ -111,6 +112,7 @@ void batch_prefill_paged(Workspace& ws, const Plan& plan, const Tensor& q,
     return;
   }
 #ifdef FLASHPAGE_WITH_CUDA
+  const detail::DeviceScope scope(device);
   cuda::batch_prefill_paged(ws.impl(), plan, q, qo_indptr, kv, mask, resolved, out, lse, stream);
 #else
   (void)stream;

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/device_memory.h"
 #include "cpu/cpu_ops.h"
 #include "ops/validate.h"
 #ifdef FLASHPAGE_WITH_CUDA
@@ -42,6 +43,7 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
     return;
   }
 #ifdef FLASHPAGE_WITH_CUDA
+  const detail::DeviceScope scope(device);
   cuda::batch_prefill_ragged(q, k, v, qo_indptr, kv_indptr, resolved, out, lse, stream);
 #else
   (void)stream;

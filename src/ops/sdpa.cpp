@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/device_memory.h"
 #include "cpu/cpu_ops.h"
 #include "ops/validate.h"
 #ifdef FLASHPAGE_WITH_CUDA
@@ -57,6 +58,7 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
     return;
   }
 #ifdef FLASHPAGE_WITH_CUDA
+  const detail::DeviceScope scope(device);
   cuda::sdpa(q, k, v, m, resolved, out, lse, stream);
 #else
   (void)stream;
