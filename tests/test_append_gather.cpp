@@ -169,5 +169,37 @@ TEST(AppendGather, CudaRoundTrip) {
       }
 }
 
+// On CUDA the table's device values are never read back on the host, so the kernel itself
+// must refuse a token outside its row's pages and a table whose page ids or indptr leave the
+// pool: such tokens write nothing. The pages are the middle of a larger buffer, so a stray
+// write lands on a canary page and shows up as a bit difference.
+TEST(AppendGather, CudaBadTableValuesWriteNothing) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  const int64_t page = 4, hkv = 2, d = 64, pages = 3;
+  const Tensor k_buf = random_tensor(rng, {pages + 2, page, hkv, d}, DType::bf16, cuda0());
+  const Tensor v_buf = random_tensor(rng, {pages + 2, page, hkv, d}, DType::bf16, cuda0());
+  Tensor k_want = k_buf.to(Device::cpu()), v_want = v_buf.to(Device::cpu());
+  PagedKv kv;
+  kv.k_pages = k_buf.slice(0, 1, pages + 1);
+  kv.v_pages = v_buf.slice(0, 1, pages + 1);
+  kv.layout = KvLayout::NHD;
+  // Row 0 is good (page 1); row 1 names page 3 (one past the pool), row 2 page -1, and row
+  // 3's indptr range [3, 6) runs past the 4 entries of indices.
+  kv.table = PageTable{host_ints({0, 1, 2, 3, 6}), host_ints({1, 3, -1, 0}),
+                       host_ints({page, page, page, page})}
+                 .to(cuda0());
+  const std::vector<int64_t> rows{0, 0, 1, 2, 3, 7, 0}, positions{1, 4, 0, 2, 0, 0, -1};
+  const int64_t n = int64_t(rows.size());
+  const Tensor k = random_tensor(rng, {n, hkv, d}, DType::bf16, cuda0());
+  const Tensor v = random_tensor(rng, {n, hkv, d}, DType::bf16, cuda0());
+  append_paged_kv(k, v, host_ints(rows).to(cuda0()), host_ints(positions).to(cuda0()), kv);
+  // Only token 0 lands: row 0's page is page 1 of the view, buffer page 2, slot 1.
+  k_want.select(0, 2).select(0, 1).copy_(k.select(0, 0));
+  v_want.select(0, 2).select(0, 1).copy_(v.select(0, 0));
+  EXPECT_EQ(count_bit_differences(k_buf, k_want), 0) << "k pages";
+  EXPECT_EQ(count_bit_differences(v_buf, v_want), 0) << "v pages";
+}
+
 }  // namespace
 }  // namespace fpt

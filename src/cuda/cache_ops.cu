@@ -1,7 +1,8 @@
 // cuda::append_paged_kv and cuda::gather_paged_kv: token copies between strided [.., Hkv, D]
-// tensors and the pages, addressed through PageTableView. Neither reads device values on the
-// host: append skips tokens whose (row, position) falls outside the row's pages, gather finds
-// each row's output offset (the exclusive prefix sum of lengths) in the kernel.
+// tensors and the pages, addressed through PageTableView. The kernels trust no device value:
+// append skips tokens whose (row, position) falls outside the row's pages or whose page id is
+// outside the pool; gather (whose table src/ops checks on the host first) finds each row's
+// output offset (the exclusive prefix sum of lengths) in the kernel.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -54,11 +55,10 @@ __global__ void append_kernel(TokenTensor k, TokenTensor v, const int32_t* batch
                               const int32_t* positions, PageTableView pages, Word* k_pages,
                               Word* v_pages, int32_t num_kv_heads, int32_t head_dim) {
   const int64_t n = blockIdx.x;
-  const int32_t row = batch_indices[n], pos = positions[n];
-  if (row < 0 || row >= pages.batch_size || pos < 0) return;
-  if (int64_t(pos) >= int64_t(pages.num_pages(row)) * pages.page_size) return;  // outside its pages
   int32_t page, in_page;
-  pages.locate(row, pos, page, in_page);
+  // A token outside its row's pages, or a table whose values point outside the pool, writes
+  // nothing (the CPU path reads the values and throws instead).
+  if (!pages.locate_checked(batch_indices[n], positions[n], page, in_page)) return;
   const Word* ks = static_cast<const Word*>(k.ptr);
   const Word* vs = static_cast<const Word*>(v.ptr);
   for (int e = int(threadIdx.x); e < num_kv_heads * head_dim; e += int(blockDim.x)) {

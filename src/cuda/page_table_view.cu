@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <cstdint>
+
 #include "core/check.h"
 #include "cuda/page_table_view.cuh"
 
@@ -10,6 +13,9 @@ PageTableView make_page_table_view(const PagedKv& kv) {
   view.last_page_len = kv.table.last_page_len.data_as<const int32_t>();
   view.batch_size = int32_t(kv.table.batch_size());
   view.page_size = int32_t(kv.page_size());
+  // Page ids and indptr entries are int32: entries past INT32_MAX cannot be addressed.
+  view.num_indices = int32_t(std::min<int64_t>(kv.table.indices.numel(), INT32_MAX));
+  view.num_physical_pages = int32_t(std::min<int64_t>(kv.num_pages(), INT32_MAX));
   view.page_divisor = FastDivisor(uint32_t(view.page_size));
   const Tensor& k = kv.k_pages;
   check::require(k.strides() == kv.v_pages.strides(),

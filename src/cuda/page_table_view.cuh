@@ -15,6 +15,8 @@ struct PageTableView {
   const int32_t* last_page_len = nullptr;  // [B]
   int32_t batch_size = 0;
   int32_t page_size = 1;
+  int32_t num_indices = 0;          // entries of `indices`
+  int32_t num_physical_pages = 0;   // pages of the pool: valid ids are [0, num_physical_pages)
   FastDivisor page_divisor;
   // Element strides of the pages tensor (K and V share them).
   int64_t stride_page = 0, stride_token = 0, stride_head = 0;
@@ -33,6 +35,21 @@ struct PageTableView {
     page_divisor.divmod(uint32_t(token), q, r);
     page = indices[indptr[row] + int32_t(q)];
     in_page = int32_t(r);
+  }
+  // locate() for a writer, which must not trust the table's device values (they are never
+  // read back on the host): false when the token lies past the row's pages, the row's indptr
+  // range leaves `indices`, or its page id is not a page of the pool.
+  __device__ __forceinline__ bool locate_checked(int32_t row, int32_t token, int32_t& page,
+                                                 int32_t& in_page) const {
+    if (row < 0 || row >= batch_size || token < 0) return false;
+    uint32_t q, r;
+    page_divisor.divmod(uint32_t(token), q, r);
+    const int32_t begin = indptr[row], end = indptr[row + 1];
+    if (begin < 0 || end > num_indices || int64_t(begin) + int64_t(q) >= int64_t(end))
+      return false;
+    page = indices[begin + int32_t(q)];
+    in_page = int32_t(r);
+    return page >= 0 && page < num_physical_pages;
   }
   __device__ __forceinline__ int64_t offset_in_page(int32_t page, int32_t in_page,
                                                     int32_t head) const {
