@@ -82,9 +82,11 @@ class KvCachePool {
   // metadata() of longer rows and after activate() of other requests, as long as its batch
   // size is the same (re-plan outside the graph). While the active rows are the same, only
   // last_page_len changes until a row needs a new page; `rebuilt` says when indptr/indices
-  // were rewritten.
-  const KvCacheMetadata& metadata(std::span<const int64_t> lengths);
-  const KvCacheMetadata& metadata(int64_t uniform_length);
+  // were rewritten. On a GPU pool the device table is rewritten on `stream` (nullptr: a
+  // synchronous copy): pass the runs' stream, so the rewrite waits there for the runs that
+  // read the previous table. put() stages its index lists on its stream in the same way.
+  const KvCacheMetadata& metadata(std::span<const int64_t> lengths, void* stream = nullptr);
+  const KvCacheMetadata& metadata(int64_t uniform_length, void* stream = nullptr);
 
   // One layer's pages and the given table, ready for the ops.
   PagedKv layer(int64_t layer, const KvCacheMetadata& meta) const;
@@ -109,7 +111,7 @@ class KvCachePool {
     std::vector<int64_t> pages;  // page count per row last written
     std::vector<int64_t> rows;   // the active ids the buffers were sized for
   };
-  bool fill_table(TableBuffers& t, std::span<const int64_t> lengths);
+  bool fill_table(TableBuffers& t, std::span<const int64_t> lengths, void* stream);
   void put_tokens(int64_t layer, std::span<const int64_t> indptr,
                   std::span<const int64_t> start_positions, const Tensor& k, const Tensor& v,
                   void* stream);

@@ -26,7 +26,8 @@ std::string_view layout_name(KvLayout layout);
 struct PageTable {
   Tensor indptr, indices, last_page_len;
   int64_t batch_size() const { return indptr.defined() ? indptr.numel() - 1 : 0; }
-  PageTable to(Device device) const;
+  // A copy on `device` (stream: as for Tensor::copy_).
+  PageTable to(Device device, void* stream = nullptr) const;
 };
 
 // One layer's pages plus the table that addresses them.
@@ -91,8 +92,11 @@ struct Plan {
 // the host); it splits long rows into KV chunks so the device is busy at any batch size.
 // It also validates the table against kv's pages (ids in range, lengths consistent), so run
 // need not read it back. kv.table is not read here (it is the device copy run will use).
+// The work list goes up on `stream`: pass the runs' stream, and a re-plan into a workspace
+// waits there for the runs of its earlier plans (nullptr: a synchronous upload). Not
+// capturable: plan outside a graph, capture the runs.
 Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
-                 int64_t num_qo_heads);
+                 int64_t num_qo_heads, void* stream = nullptr);
 // No host synchronisation and no allocation; CUDA-graph capturable. lse: f32 [B, Hq] or undefined.
 void batch_decode(Workspace& ws, const Plan& plan, const Tensor& q, const PagedKv& kv,
                   const AttentionParams& params, Tensor& out, const Tensor& lse = {},
@@ -110,8 +114,10 @@ Tensor batch_decode(const Tensor& q, const PagedKv& kv, const AttentionParams& p
 // (then qo_len_uniform is S). The run's qo_indptr must hold the planned split (the device
 // copy): the CPU checks its values against the plan; on CUDA the kernels read the plan's own
 // copy of the split, so a stale qo_indptr cannot send them past the query rows.
+// stream: as for plan_decode.
 Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& host_table,
-                  const PagedKv& kv, int64_t qo_len_uniform, int64_t num_qo_heads);
+                  const PagedKv& kv, int64_t qo_len_uniform, int64_t num_qo_heads,
+                  void* stream = nullptr);
 void batch_prefill_paged(Workspace& ws, const Plan& plan, const Tensor& q,
                          const Tensor& qo_indptr, const PagedKv& kv, const Tensor& mask,
                          const AttentionParams& params, Tensor& out, const Tensor& lse = {},
@@ -148,7 +154,8 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mas
 void append_paged_kv(const Tensor& k, const Tensor& v, const Tensor& batch_indices,
                      const Tensor& positions, const PagedKv& kv, void* stream = nullptr);
 // Copies the rows' tokens out of the pages into k_out/v_out [sum of lengths, Hkv, D] (NHD),
-// row after row (row b starts at the sum of the earlier lengths).
+// row after row (row b starts at the sum of the earlier lengths). Reads the table's values on
+// the host first (for a GPU table, a copy that waits for `stream`): not capturable.
 void gather_paged_kv(const PagedKv& kv, Tensor& k_out, Tensor& v_out, void* stream = nullptr);
 
 // Combines two partial attention results over disjoint key sets: v [N, H, D] in any float

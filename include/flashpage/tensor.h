@@ -21,6 +21,11 @@ class Tensor {
   Tensor() = default;
 
   static Tensor empty(const Shape& shape, DType dtype, Device device = Device::cpu());
+  // A GPU tensor allocated and, when its last reference goes, freed in the order of `stream`
+  // (a cudaStream_t that must outlive the tensor): scratch for work queued on that stream,
+  // whose memory no other allocation takes before that work is done. The plain form orders
+  // both on the legacy default stream. CPU: the plain form.
+  static Tensor empty(const Shape& shape, DType dtype, Device device, void* stream);
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu());
   // Borrows memory the caller keeps alive; strides default to contiguous.
   static Tensor from_blob(void* data, const Shape& shape, DType dtype,
@@ -55,8 +60,10 @@ class Tensor {
   Tensor as_strided(const Shape& shape, const Shape& strides) const;
 
   // Copies src's elements into this tensor (same shape; any strides, device and dtype —
-  // dtype conversion happens on the host).
-  void copy_(const Tensor& src);
+  // dtype conversion happens on the host). stream (a cudaStream_t; nullptr: the legacy
+  // default stream, and the copy is synchronous): a copy to the GPU is ordered on it and
+  // returns once the host bytes are staged, a copy from the GPU waits for it.
+  void copy_(const Tensor& src, void* stream = nullptr);
   // Sets every element (floating types accept NaN / inf: used to poison outputs).
   void fill_(double value);
 

@@ -16,8 +16,10 @@ using attention_detail::lse_for;
 
 // Plans once per step: layers after the first find the plan of the same table and shape.
 // Ragged queries (qo_len -1) give their split as host values in qo.
+// The upload goes on the step's stream, after the runs of the previous plan there.
 const Plan& plan_for_step(Workspace& ws, const KvCacheMetadata& meta, const PagedKv& kv,
-                          int64_t qo_len, const std::vector<int64_t>& qo, int64_t num_qo_heads) {
+                          int64_t qo_len, const std::vector<int64_t>& qo, int64_t num_qo_heads,
+                          void* stream) {
   auto& cache = ws.impl().cached;
   const bool hit = cache.table_owner == &meta && cache.table_version == meta.version &&
                    cache.qo_len == qo_len && cache.qo_indptr == qo &&
@@ -25,14 +27,14 @@ const Plan& plan_for_step(Workspace& ws, const KvCacheMetadata& meta, const Page
                    cache.plan.num_qo_heads == num_qo_heads;
   if (!hit) {
     if (qo_len == 1) {
-      cache.plan = plan_decode(ws, meta.host, kv, num_qo_heads);
+      cache.plan = plan_decode(ws, meta.host, kv, num_qo_heads, stream);
     } else {
       std::vector<int32_t> qo32(qo.begin(), qo.end());  // checked to fit int32 by host_indptr
       const Tensor host_qo = qo.empty() ? Tensor()
                                         : Tensor::from_blob(qo32.data(), {int64_t(qo32.size())},
                                                             DType::i32);
-      cache.plan =
-          plan_prefill(ws, host_qo, meta.host, kv, qo_len < 0 ? 0 : qo_len, num_qo_heads);
+      cache.plan = plan_prefill(ws, host_qo, meta.host, kv, qo_len < 0 ? 0 : qo_len,
+                                num_qo_heads, stream);
     }
     cache.table_owner = &meta;
     cache.table_version = meta.version;
@@ -68,15 +70,15 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
       check::dims(query, "query", 3, "[N,Hq,D]");
       check::require(!mask.defined(), "mask: not supported with ragged paged queries");
       const std::vector<int64_t> qo =
-          host_indptr(ctx.indptr, "ctx.indptr", query.size(0), "query tokens N");
+          host_indptr(ctx.indptr, "ctx.indptr", query.size(0), "query tokens N", ctx.stream);
       check_step_rows(*ctx.meta, qo);
       if (key.defined() || value.defined()) {
         const std::vector<int64_t> starts =
-            host_index_values(ctx.start_positions, "ctx.start_positions");
+            host_index_values(ctx.start_positions, "ctx.start_positions", ctx.stream);
         pool.put_ragged(ctx.layer, qo, starts, key, value, ctx.stream);
       }
       const PagedKv kv = pool.layer(ctx.layer, *ctx.meta);
-      const Plan& plan = plan_for_step(ws, *ctx.meta, kv, -1, qo, query.size(1));
+      const Plan& plan = plan_for_step(ws, *ctx.meta, kv, -1, qo, query.size(1), ctx.stream);
       // The plan's own copy of the split (the same values, checked above), whatever form
       // ctx.indptr has: host or device, int32 or int64, strided or not.
       const Tensor planned_qo = ws.impl().planned_qo_indptr(plan);
@@ -94,7 +96,7 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
                ctx.stream);
     }
     const PagedKv kv = pool.layer(ctx.layer, *ctx.meta);
-    const Plan& plan = plan_for_step(ws, *ctx.meta, kv, seq, {}, heads);
+    const Plan& plan = plan_for_step(ws, *ctx.meta, kv, seq, {}, heads, ctx.stream);
     if (seq == 1 && !mask.defined()) {
       // out [B, Hq, 1, D] as the query (batch_decode takes that form, any strides).
       check::shape_is(out, "out", query.shape());
@@ -102,7 +104,8 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
       batch_decode(ws, plan, query, kv, params, out, lse.defined() ? lse.select(2, 0) : Tensor(),
                    ctx.stream);
     } else {
-      const Plan& prefill = seq == 1 ? plan_prefill(ws, {}, ctx.meta->host, kv, 1, heads) : plan;
+      const Plan& prefill =
+          seq == 1 ? plan_prefill(ws, {}, ctx.meta->host, kv, 1, heads, ctx.stream) : plan;
       batch_prefill_paged(ws, prefill, query, {}, kv, mask, params, out,
                           lse_for(ctx, {batch, heads, seq}), ctx.stream);
     }

@@ -4,10 +4,15 @@
 
 namespace flashpage::attention_detail {
 
-std::vector<int64_t> host_index_values(const Tensor& t, std::string_view name) {
+std::vector<int64_t> host_index_values(const Tensor& t, std::string_view name, void* stream) {
   check::dims(t, name, 1, "[n]");
   check::dtype_in(t, name, {DType::i32, DType::i64});
-  const Tensor h = t.to(Device::cpu()).contiguous();
+  Tensor h = t;
+  if (!t.device().is_cpu()) {
+    h = Tensor::empty(t.shape(), t.dtype(), Device::cpu());
+    h.copy_(t, stream);  // after what the step's stream wrote there
+  }
+  h = h.contiguous();
   std::vector<int64_t> out(static_cast<size_t>(h.numel()));
   for (int64_t i = 0; i < h.numel(); ++i)
     out[size_t(i)] = h.dtype() == DType::i32 ? h.data_as<int32_t>()[i] : h.data_as<int64_t>()[i];
@@ -15,8 +20,8 @@ std::vector<int64_t> host_index_values(const Tensor& t, std::string_view name) {
 }
 
 std::vector<int64_t> host_indptr(const Tensor& t, std::string_view name, int64_t tokens,
-                                 std::string_view tokens_of) {
-  const std::vector<int64_t> p = host_index_values(t, name);
+                                 std::string_view tokens_of, void* stream) {
+  const std::vector<int64_t> p = host_index_values(t, name, stream);
   check::require(!p.empty(), name, ": expected [B+1] entries, got ", t.shape_str());
   check::indptr_values(p, name, tokens, tokens_of, /*exact=*/true);
   return p;

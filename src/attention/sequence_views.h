@@ -10,13 +10,15 @@
 
 namespace flashpage::attention_detail {
 
-// Values of a 1-D int32/int64 tensor on any device, as int64 on the host.
-std::vector<int64_t> host_index_values(const Tensor& t, std::string_view name);
+// Values of a 1-D int32/int64 tensor on any device, as int64 on the host; a GPU tensor is
+// read on `stream` (the step's), after what was queued there.
+std::vector<int64_t> host_index_values(const Tensor& t, std::string_view name,
+                                       void* stream = nullptr);
 
 // A ragged context's indptr [B+1] (int32/int64, any device) on the host, checked: [0] == 0,
 // non-decreasing, [B] == tokens (the rows of `tokens_of`), all within int32.
 std::vector<int64_t> host_indptr(const Tensor& t, std::string_view name, int64_t tokens,
-                                 std::string_view tokens_of);
+                                 std::string_view tokens_of, void* stream = nullptr);
 
 // The step's new key/value in the caller's layout [B, Hkv, S, D] (before the transpose the
 // pool takes), so that a mismatch is reported in the order the caller wrote.

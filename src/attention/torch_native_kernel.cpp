@@ -47,7 +47,8 @@ void TorchNativeAttentionKernel::forward_into(const Tensor& query, const Tensor&
     check::require(!ctx.return_lse, "ctx.lse: return_lse is not supported by torch_native "
                                     "for ragged contexts (use flashinfer)");
     const int64_t n = query.size(0);
-    const std::vector<int64_t> seg = host_indptr(ctx.indptr, "ctx.indptr", n, "query tokens N");
+    const std::vector<int64_t> seg =
+        host_indptr(ctx.indptr, "ctx.indptr", n, "query tokens N", ctx.stream);
     check::size_is(key, "key", 0, n, "query tokens N");
     check::size_is(value, "value", 0, n, "query tokens N");
     for (size_t b = 0; b + 1 < seg.size(); ++b) {
@@ -71,12 +72,12 @@ void TorchNativeAttentionKernel::forward_into(const Tensor& query, const Tensor&
     check::dims(query, "query", 3, "[N,Hq,D]");
     check::require(!mask.defined(), "mask: not supported with ragged paged queries, got ",
                    mask.str());
-    qo = host_indptr(ctx.indptr, "ctx.indptr", query.size(0), "query tokens N");
+    qo = host_indptr(ctx.indptr, "ctx.indptr", query.size(0), "query tokens N", ctx.stream);
     check_step_rows(*ctx.meta, qo);
     if (key.defined() || value.defined())
       pool.put_ragged(ctx.layer, qo,
-                      host_index_values(ctx.start_positions, "ctx.start_positions"), key, value,
-                      ctx.stream);
+                      host_index_values(ctx.start_positions, "ctx.start_positions", ctx.stream),
+                      key, value, ctx.stream);
   } else {
     check::dims(query, "query", 4, "[B,Hq,S,D]");
     check_step_rows(*ctx.meta, query);
@@ -98,9 +99,11 @@ void TorchNativeAttentionKernel::forward_into(const Tensor& query, const Tensor&
   // columns.
   check::require(!mask.defined() || mask.size(-1) == longest, "mask: expected ", longest,
                  " keys in the last dim (the longest row), got ", mask.shape_str());
+  // Scratch ordered on the step's stream: freed when this returns, its memory is not handed
+  // to another allocation before the SDPA calls queued there have read it.
   Tensor k_all = Tensor::empty({total, kv.num_kv_heads(), kv.head_dim()}, kv.k_pages.dtype(),
-                               kv.k_pages.device());
-  Tensor v_all = Tensor::empty(k_all.shape(), k_all.dtype(), k_all.device());
+                               kv.k_pages.device(), ctx.stream);
+  Tensor v_all = Tensor::empty(k_all.shape(), k_all.dtype(), k_all.device(), ctx.stream);
   gather_paged_kv(kv, k_all, v_all, ctx.stream);
   const int64_t batch = int64_t(lengths.size());
   int64_t offset = 0;

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "core/check.h"
+#include "core/device_memory.h"
 
 namespace flashpage {
 
@@ -165,7 +166,8 @@ void KvCachePool::put_tokens(int64_t layer, std::span<const int64_t> indptr,
   write(layer, rows, positions, k, v, stream);
 }
 
-bool KvCachePool::fill_table(TableBuffers& t, std::span<const int64_t> lengths) {
+bool KvCachePool::fill_table(TableBuffers& t, std::span<const int64_t> lengths,
+                             void* stream) {
   const int64_t batch = int64_t(active_.size());
   const bool same_rows = t.rows == active_ && t.host.indptr.defined();
   if (!same_rows) {
@@ -177,6 +179,9 @@ bool KvCachePool::fill_table(TableBuffers& t, std::span<const int64_t> lengths) 
     if (!t.host_store.indptr.defined() || t.host_store.last_page_len.numel() < batch) {
       // Rows for a batch of every page's own request: only requests bound with no pages can
       // make a larger batch, so the buffers (and graphs captured over them) stay put.
+      // Frees are ordered on the legacy stream only: wait for runs on other streams that may
+      // still read the old buffers (rare: a growth).
+      if (t.device_store.indptr.defined()) synchronize(config_.device);
       const int64_t rows = std::max({batch, config_.num_pages, int64_t(1)});
       t.host_store.indptr = Tensor::empty({rows + 1}, DType::i32);
       t.host_store.last_page_len = Tensor::empty({rows}, DType::i32);
@@ -213,22 +218,24 @@ bool KvCachePool::fill_table(TableBuffers& t, std::span<const int64_t> lengths) 
     if (changed) std::copy_n(r.pages.begin(), n, indices + indptr[b]);
     last[b] = int32_t(n == 0 ? 0 : len - (n - 1) * config_.page_size);
   }
-  t.pages = pages;
   if (config_.device.is_cuda()) {
     if (changed) {
-      t.device.indptr.copy_(t.host.indptr);
+      t.device.indptr.copy_(t.host.indptr, stream);
       const int64_t used = indptr[batch];  // the rest of indices is spare room
-      if (used > 0) t.device.indices.slice(0, 0, used).copy_(t.host.indices.slice(0, 0, used));
+      if (used > 0)
+        t.device.indices.slice(0, 0, used).copy_(t.host.indices.slice(0, 0, used), stream);
     }
-    t.device.last_page_len.copy_(t.host.last_page_len);
+    t.device.last_page_len.copy_(t.host.last_page_len, stream);
   }
+  t.pages = pages;  // after the uploads: a failed one leaves the next call to redo them
   return changed;
 }
 
-const KvCacheMetadata& KvCachePool::metadata(std::span<const int64_t> lengths) {
+const KvCacheMetadata& KvCachePool::metadata(std::span<const int64_t> lengths, void* stream) {
   check::require(int64_t(lengths.size()) == int64_t(active_.size()), "metadata: expected ",
                  active_.size(), " lengths (one per active row), got ", lengths.size());
-  meta_.rebuilt = fill_table(meta_table_, lengths);
+  if (config_.device.is_cuda()) detail::check_not_capturing(stream, "KvCachePool::metadata");
+  meta_.rebuilt = fill_table(meta_table_, lengths, stream);
   meta_.host = meta_table_.host;
   meta_.device = meta_table_.device;
   meta_.lengths.assign(lengths.begin(), lengths.end());
@@ -239,9 +246,9 @@ const KvCacheMetadata& KvCachePool::metadata(std::span<const int64_t> lengths) {
   return meta_;
 }
 
-const KvCacheMetadata& KvCachePool::metadata(int64_t uniform_length) {
+const KvCacheMetadata& KvCachePool::metadata(int64_t uniform_length, void* stream) {
   std::vector<int64_t> lengths(active_.size(), uniform_length);
-  return metadata(lengths);
+  return metadata(lengths, stream);
 }
 
 PagedKv KvCachePool::layer(int64_t layer, const KvCacheMetadata& meta) const {
@@ -258,6 +265,7 @@ PagedKv KvCachePool::layer(int64_t layer, const KvCacheMetadata& meta) const {
 void KvCachePool::write(int64_t layer, const std::vector<int32_t>& rows,
                         const std::vector<int32_t>& positions, const Tensor& k, const Tensor& v,
                         void* stream) {
+  if (config_.device.is_cuda()) detail::check_not_capturing(stream, "KvCachePool::put");
   // put() addresses through a table that maps every row's whole capacity. Capacities only
   // change with a bind or unbind, which clear put_table_.rows: refill only then, so a step's
   // puts (one per layer) copy nothing but their index lists.
@@ -265,7 +273,7 @@ void KvCachePool::write(int64_t layer, const std::vector<int32_t>& rows,
     std::vector<int64_t> capacities(active_.size());
     for (size_t b = 0; b < active_.size(); ++b)
       capacities[b] = requests_[size_t(active_[b])].capacity;
-    fill_table(put_table_, capacities);
+    fill_table(put_table_, capacities, stream);
   }
   const int64_t n = int64_t(rows.size());
   Tensor host_rows = Tensor::from_blob(const_cast<int32_t*>(rows.data()), {n}, DType::i32);
@@ -273,13 +281,18 @@ void KvCachePool::write(int64_t layer, const std::vector<int32_t>& rows,
   Tensor dev_rows = host_rows, dev_pos = host_pos;
   if (config_.device.is_cuda()) {
     if (!put_rows_.defined() || put_rows_.numel() < n) {
-      put_rows_ = Tensor::empty({n}, DType::i32, config_.device);
-      put_positions_ = Tensor::empty({n}, DType::i32, config_.device);
+      // As in fill_table: no append queued on another stream may still read the old lists.
+      // Doubling keeps growths (and their waits) to a few over a ramp of longer puts.
+      const int64_t size = put_rows_.defined() ? std::max(n, 2 * put_rows_.numel()) : n;
+      if (put_rows_.defined()) synchronize(config_.device);
+      put_rows_ = Tensor::empty({size}, DType::i32, config_.device);
+      put_positions_ = Tensor::empty({size}, DType::i32, config_.device);
     }
     dev_rows = put_rows_.slice(0, 0, n);
     dev_pos = put_positions_.slice(0, 0, n);
-    dev_rows.copy_(host_rows);
-    dev_pos.copy_(host_pos);
+    // On the append's stream: an earlier put's append there may still read these buffers.
+    dev_rows.copy_(host_rows, stream);
+    dev_pos.copy_(host_pos, stream);
   }
   PagedKv kv;
   kv.k_pages = k_.select(0, layer);

@@ -3,19 +3,28 @@
 // and by src/core/no_cuda.cpp (which throws for CUDA devices) in a CPU-only build.
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "flashpage/device.h"
 
 namespace flashpage::detail {
 
-// cudaMallocAsync on the legacy default stream, so frees and reuses are stream-ordered.
-void* cuda_malloc(size_t bytes, int device_index);
-void cuda_free(void* ptr, int device_index);
-// Copies bytes between any two devices. stream == nullptr: synchronous; otherwise ordered on
-// the stream (cudaStream_t).
+// cudaMallocAsync / cudaFreeAsync, so frees and reuses are stream-ordered: on `stream`
+// (a cudaStream_t), or the legacy default stream when null.
+void* cuda_malloc(size_t bytes, int device_index, void* stream = nullptr);
+void cuda_free(void* ptr, int device_index, void* stream = nullptr);
+// Copies bytes between any two devices. stream == nullptr: synchronous (ordered with the
+// legacy default stream). Otherwise ordered on the stream (cudaStream_t): a copy from pageable
+// host memory returns once the source is staged (it may be reused at once; from page-locked
+// memory it must live until the stream gets there), a copy to the host waits for the stream.
+// A host copy on a stream being captured into a CUDA graph is an Error: a graph cannot hold it.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
                 void* stream = nullptr);
 void cuda_memset(void* dst, int value, size_t bytes, int device_index, void* stream = nullptr);
+// Throws an Error naming `what` when `stream` is being captured into a CUDA graph: for the
+// host work (planning, table uploads) that a graph cannot hold, checked before any state
+// changes. Nothing for a null stream or in a CPU-only build.
+void check_not_capturing(void* stream, std::string_view what);
 int cuda_device_count();  // 0 when not built with CUDA or no GPU visible
 void cuda_synchronize(int device_index);
 

@@ -11,6 +11,7 @@ struct Storage {
   size_t bytes = 0;
   Device device{};
   bool owned = false;
+  void* stream = nullptr;  // CUDA: allocated and freed in this stream's order (null: legacy)
   Storage() = default;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

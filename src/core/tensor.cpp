@@ -17,25 +17,26 @@ Storage::~Storage() {
   if (device.is_cpu())
     std::free(data);
   else
-    detail::cuda_free(data, device.index);
+    detail::cuda_free(data, device.index, stream);
 }
 
 namespace {
 
 constexpr size_t kHostAlignment = 64;  // a cache line: vector loads never straddle two
 
-std::shared_ptr<Storage> allocate(size_t bytes, Device device) {
+std::shared_ptr<Storage> allocate(size_t bytes, Device device, void* stream) {
   auto s = std::make_shared<Storage>();
   s->bytes = bytes;
   s->device = device;
   s->owned = true;
+  s->stream = device.is_cuda() ? stream : nullptr;
   const size_t padded = (std::max<size_t>(bytes, 1) + kHostAlignment - 1) / kHostAlignment *
                         kHostAlignment;
   if (device.is_cpu()) {
     s->data = std::aligned_alloc(kHostAlignment, padded);
     check::require(s->data != nullptr, "Tensor: host allocation of ", bytes, " bytes failed");
   } else {
-    s->data = detail::cuda_malloc(padded, device.index);
+    s->data = detail::cuda_malloc(padded, device.index, s->stream);
   }
   return s;
 }
@@ -90,13 +91,17 @@ std::string shape_to_string(const Shape& shape) {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return empty(shape, dtype, device, nullptr);
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, void* stream) {
   check::element_count(shape, dtype, "Tensor::empty");
   Tensor t;
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
   t.dtype_ = dtype;
   t.device_ = device;
-  t.storage_ = allocate(size_t(t.numel()) * dtype_size(dtype), device);
+  t.storage_ = allocate(size_t(t.numel()) * dtype_size(dtype), device, stream);
   return t;
 }
 
@@ -279,7 +284,7 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides) const {
   return t;
 }
 
-void Tensor::copy_(const Tensor& src) {
+void Tensor::copy_(const Tensor& src, void* stream) {
   check::defined(*this, "Tensor::copy_ (destination)");
   check::defined(src, "Tensor::copy_ (source)");
   check::require(src.shape_ == shape_, "Tensor::copy_: expected source shape ", shape_str(),
@@ -287,7 +292,7 @@ void Tensor::copy_(const Tensor& src) {
   if (numel() == 0) return;
   // Same dtype, both contiguous: one byte copy between any devices.
   if (src.dtype_ == dtype_ && src.is_contiguous() && is_contiguous()) {
-    detail::copy_bytes(data(), device_, src.data(), src.device_, nbytes());
+    detail::copy_bytes(data(), device_, src.data(), src.device_, nbytes(), stream);
     return;
   }
   // Otherwise go through the host: a contiguous host copy of the source, then a strided,
@@ -298,7 +303,8 @@ void Tensor::copy_(const Tensor& src) {
                    "Tensor::copy_: a strided CUDA source must be made contiguous on the "
                    "device first; got strides ", shape_to_string(src.strides_));
     host_src = empty(shape_, src.dtype_, Device::cpu());
-    detail::copy_bytes(host_src.data(), Device::cpu(), src.data(), src.device_, src.nbytes());
+    detail::copy_bytes(host_src.data(), Device::cpu(), src.data(), src.device_, src.nbytes(),
+                       stream);
   }
   const bool dst_on_host = device_.is_cpu();
   check::require(dst_on_host || is_contiguous(),
@@ -321,7 +327,9 @@ void Tensor::copy_(const Tensor& src) {
     else
       store_from_double(db, dtype_, off, load_as_double(sb, host_src.dtype_, src_offsets[i]));
   });
-  if (!dst_on_host) detail::copy_bytes(data(), device_, host_dst.data(), Device::cpu(), nbytes());
+  // host_dst is pageable: staged before copy_bytes returns, so it may go out of scope.
+  if (!dst_on_host)
+    detail::copy_bytes(data(), device_, host_dst.data(), Device::cpu(), nbytes(), stream);
 }
 
 void Tensor::fill_(double value) {

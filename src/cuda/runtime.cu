@@ -1,5 +1,5 @@
-// The CUDA implementation of src/core/device_memory.h: stream-ordered allocation on the legacy
-// default stream, copies, memset, device queries.
+// The CUDA implementation of src/core/device_memory.h: stream-ordered allocation (the legacy
+// default stream unless a stream is given), copies, memset, device queries, DeviceScope.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -31,23 +31,23 @@ DeviceScope::~DeviceScope() {
   if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
 }
 
-void* cuda_malloc(size_t bytes, int device_index) {
+void* cuda_malloc(size_t bytes, int device_index, void* stream) {
   if (bytes == 0) return nullptr;
   DeviceScope scope(Device::cuda(device_index));
   void* ptr = nullptr;
-  // Legacy default stream (0): frees and reuses are ordered with everything on it and with
-  // the blocking streams the library uses.
-  FP_CUDA_CHECK(cudaMallocAsync(&ptr, bytes, cudaStream_t(0)));
+  // Legacy default stream (null): frees and reuses are ordered with everything on it and
+  // with blocking streams; scratch for work on another stream is ordered on that stream.
+  FP_CUDA_CHECK(cudaMallocAsync(&ptr, bytes, as_stream(stream)));
   return ptr;
 }
 
-void cuda_free(void* ptr, int device_index) {
+void cuda_free(void* ptr, int device_index, void* stream) {
   if (ptr == nullptr) return;
   // Runs from destructors: never throw. A failure here (driver shutting down) is ignored.
   int previous = 0;
   if (cudaGetDevice(&previous) != cudaSuccess) return;
   if (previous != device_index) (void)cudaSetDevice(device_index);
-  if (cudaFreeAsync(ptr, cudaStream_t(0)) != cudaSuccess) (void)cudaGetLastError();
+  if (cudaFreeAsync(ptr, as_stream(stream)) != cudaSuccess) (void)cudaGetLastError();
   if (previous != device_index) (void)cudaSetDevice(previous);
 }
 
@@ -66,9 +66,24 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     // The allocator is stream-ordered on the legacy stream; a plain cudaMemcpy is ordered
     // with it and returns when the bytes have landed.
     FP_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
-  } else {
-    FP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)));
+    return;
   }
+  const bool to_host = dst_device.is_cpu();
+  if (to_host || src_device.is_cpu())
+    check_not_capturing(stream, to_host ? "a copy to the host" : "a copy from the host");
+  FP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)));
+  if (to_host) FP_CUDA_CHECK(cudaStreamSynchronize(as_stream(stream)));
+}
+
+void check_not_capturing(void* stream, std::string_view what) {
+  if (stream == nullptr) return;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  FP_CUDA_CHECK(cudaStreamIsCapturing(as_stream(stream), &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    throw Error(std::string(what) +
+                ": refused on a stream being captured into a CUDA graph (host work that a "
+                "graph cannot hold); plan_*, KvCachePool::metadata()/put() and reads of "
+                "device values go before the capture, only the runs are capturable");
 }
 
 void cuda_memset(void* dst, int value, size_t bytes, int device_index, void* stream) {

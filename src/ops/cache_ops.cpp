@@ -63,8 +63,9 @@ void gather_paged_kv(const PagedKv& kv, Tensor& k_out, Tensor& v_out, void* stre
   const Device device = kv.k_pages.device();
   check_page_table_shapes(kv.table, device, "kv.table");
   // The output size depends on the table's values: read them on the host (a small copy for a
-  // CUDA table; gather is an export path, not a per-step one).
-  const PageTable host = device.is_cpu() ? kv.table : kv.table.to(Device::cpu());
+  // CUDA table, on the stream that may have just written it; gather is an export path, not a
+  // per-step one).
+  const PageTable host = device.is_cpu() ? kv.table : kv.table.to(Device::cpu(), stream);
   const std::vector<int64_t> lengths = check_page_table(host, kv.num_pages(), kv.page_size());
   const int64_t total = std::accumulate(lengths.begin(), lengths.end(), int64_t(0));
   const Shape want{total, kv.num_kv_heads(), kv.head_dim()};

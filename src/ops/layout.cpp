@@ -19,12 +19,14 @@ std::string_view layout_name(KvLayout layout) {
   return layout == KvLayout::NHD ? "nhd" : "hnd";
 }
 
-PageTable PageTable::to(Device device) const {
-  PageTable out;
-  if (indptr.defined()) out.indptr = indptr.to(device);
-  if (indices.defined()) out.indices = indices.to(device);
-  if (last_page_len.defined()) out.last_page_len = last_page_len.to(device);
-  return out;
+PageTable PageTable::to(Device device, void* stream) const {
+  const auto moved = [&](const Tensor& t) {
+    if (!t.defined() || t.device() == device) return t;
+    Tensor out = Tensor::empty(t.shape(), t.dtype(), device);
+    out.copy_(t, stream);
+    return out;
+  };
+  return PageTable{moved(indptr), moved(indices), moved(last_page_len)};
 }
 
 }  // namespace flashpage

@@ -81,10 +81,13 @@ void check_plan_args(const Workspace& ws, const PageTable& host_table, const Pag
 
 // Writes header + items + merge_indptr (+ block_indptr, + qo_indptr) into the mirror and
 // copies it to the device.
-Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
+// The upload goes on `stream`, behind the runs of earlier plans that read this workspace.
+Plan publish(Workspace::Impl& w, void* stream, Plan plan, const std::vector<WorkItem>& items,
              const std::vector<int32_t>& merge_indptr, DecodeKernel kernel = DecodeKernel::cpu,
              const std::vector<int32_t>& block_indptr = {},
              const std::vector<int32_t>& qo_indptr = {}) {
+  // Before anything changes: a refused upload must not leave the workspace half-written.
+  if (w.device.is_cuda()) detail::check_not_capturing(stream, "plan_decode / plan_prefill");
   const int64_t items_offset =
       block_indptr.empty() ? Workspace::Impl::kHeaderInts
                            : Workspace::Impl::stream_items_offset(int64_t(block_indptr.size()) - 1);
@@ -116,8 +119,9 @@ Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
   int32_t* tail = w.ints.data_as<int32_t>() + (qo_indptr.empty() ? 0 : w.qo_indptr_offset);
   if (w.device.is_cuda()) {
     detail::copy_bytes(w.ints.data(), w.device, w.host_ints.data(), Device::cpu(),
-                       w.host_ints.size() * 4);
-    detail::copy_bytes(tail, w.device, qo_indptr.data(), Device::cpu(), qo_indptr.size() * 4);
+                       w.host_ints.size() * 4, stream);
+    detail::copy_bytes(tail, w.device, qo_indptr.data(), Device::cpu(), qo_indptr.size() * 4,
+                       stream);
   } else {
     std::copy(w.host_ints.begin(), w.host_ints.end(), w.ints.data_as<int32_t>());
     std::copy(qo_indptr.begin(), qo_indptr.end(), tail);
@@ -133,7 +137,7 @@ Plan publish(Workspace::Impl& w, Plan plan, const std::vector<WorkItem>& items,
 }  // namespace
 
 Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
-                 int64_t num_qo_heads) {
+                 int64_t num_qo_heads, void* stream) {
   check_plan_args(ws, host_table, kv, num_qo_heads);
   const std::vector<int64_t> lengths =
       check_page_table(host_table, kv.num_pages(), kv.page_size());
@@ -159,7 +163,7 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
     plan.num_partials = work.num_partials;
     plan.grid = blocks;
     plan.kv_chunk = 0;  // pieces vary in length
-    return publish(w, plan, work.items, work.merge_indptr, kernel, work.block_indptr);
+    return publish(w, stream, plan, work.items, work.merge_indptr, kernel, work.block_indptr);
   }
 
   // Chunk length from the wave model, then doubled until the partials fit the float region.
@@ -194,11 +198,12 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
   });
   plan.num_partials = slot;
   plan.grid = int64_t(items.size());  // one block column per item; replays with more loop
-  return publish(w, plan, items, merge_indptr, kernel);
+  return publish(w, stream, plan, items, merge_indptr, kernel);
 }
 
 Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& host_table,
-                  const PagedKv& kv, int64_t qo_len_uniform, int64_t num_qo_heads) {
+                  const PagedKv& kv, int64_t qo_len_uniform, int64_t num_qo_heads,
+                  void* stream) {
   check_plan_args(ws, host_table, kv, num_qo_heads);
   const std::vector<int64_t> lengths =
       check_page_table(host_table, kv.num_pages(), kv.page_size());
@@ -261,13 +266,15 @@ Plan plan_prefill(Workspace& ws, const Tensor& host_qo_indptr, const PageTable& 
   plan.paired_work = int64_t(items.size());  // pairs of one row's consecutive items
   items.insert(items.end(), singles.begin(), singles.end());
   std::vector<int32_t> merge_indptr(size_t(batch) + 1, 0);
-  ws.impl().max_kv_len =
-      lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   plan.num_partials = 0;
   plan.grid = int64_t(items.size());
   std::vector<int32_t> planned_qo;  // ragged: kept beside the work list for the backends
   if (host_qo_indptr.defined()) planned_qo.assign(qo_begin.begin(), qo_begin.end());
-  return publish(ws.impl(), plan, items, merge_indptr, DecodeKernel::cpu, {}, planned_qo);
+  plan = publish(ws.impl(), stream, plan, items, merge_indptr, DecodeKernel::cpu, {}, planned_qo);
+  // After publish: a plan it refuses leaves the workspace's last plan whole.
+  ws.impl().max_kv_len =
+      lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  return plan;
 }
 
 std::vector<int64_t> row_lengths(const PageTable& host_table, int64_t page_size) {
