@@ -698,5 +698,78 @@ TEST(Errors, BroadcastOutputs) {
   EXPECT_NO_THROW(sdpa(q.slice(0, 0, 1), k.slice(0, 0, 1), k.slice(0, 0, 1), Tensor(), {}, out));
 }
 
+// Outputs that share memory with an input: other blocks (threads) would read input elements
+// after some outputs were written. The same first element or two dense views whose ranges
+// meet are refused; merge_states (element-wise) takes an output that is exactly an input.
+TEST(Errors, OverlappingOutputs) {
+  FP_SEEDED_RNG(rng);
+  const Tensor q = random_tensor(rng, {2, 4, 3, 64}, DType::f32, Device::cpu());
+  const Tensor k = random_tensor(rng, {2, 4, 5, 64}, DType::f32, Device::cpu());
+  // One buffer of [q | out]: out shifted by half a head into q's range.
+  const Tensor both = random_tensor(rng, {2 * 2 * 4 * 3 * 64}, DType::f32, Device::cpu());
+  const Tensor q_of_both = both.slice(0, 0, 1536).view({2, 4, 3, 64});
+  const Tensor va = random_tensor(rng, {3, 2, 64}, DType::f32, Device::cpu());
+  const Tensor la = random_tensor(rng, {3, 2}, DType::f32, Device::cpu());
+  const PagedCase pc =
+      random_paged(rng, {5, 17}, 16, 2, 64, KvLayout::NHD, DType::f32, Device::cpu());
+  const Tensor qd = random_tensor(rng, {2, 4, 64}, DType::f32, Device::cpu());
+  const std::vector<ErrorCase> cases{
+      {"sdpa out is q", [&] {
+         Tensor out = q;
+         sdpa(q, k, k, Tensor(), {}, out);
+       }, {{"out:"}, {"query"}, {"overlap"}}},
+      {"sdpa out shifted into q", [&] {
+         Tensor out = both.slice(0, 32, 32 + 1536).view({2, 4, 3, 64});
+         sdpa(q_of_both, k, k, Tensor(), {}, out);
+       }, {{"out:"}, {"query"}}},
+      {"sdpa out is v", [&] {
+         Tensor out = Tensor::empty({2, 4, 3, 64}, DType::f32);
+         Tensor v = out.as_strided({2, 4, 3, 64}, out.strides());  // L = S = 3 here
+         sdpa(q, q, v, Tensor(), {}, out);
+       }, {{"out:"}, {"value"}}},
+      {"sdpa lse inside out", [&] {
+         Tensor out = Tensor::empty({2, 4, 3, 64}, DType::f32);
+         sdpa(q, k, k, Tensor(), {}, out, out.view({-1}).slice(0, 0, 24).view({2, 4, 3}));
+       }, {{"lse:"}, {"out"}}},
+      {"ragged out is q", [&] {
+         const Tensor qr = q.view({24, 4, 16});
+         Tensor out = qr;
+         batch_prefill_ragged(qr, qr, qr, host_ints({0, 24}), Tensor(), {}, out);
+       }, {{"out:"}, {"query"}}},
+      {"decode out is q", [&] {
+         Workspace ws(Device::cpu(), size_t(8) << 20);
+         const Plan plan = plan_decode(ws, pc.host_table, pc.kv, 4);
+         Tensor out = qd;
+         batch_decode(ws, plan, qd, pc.kv, {}, out);
+       }, {{"out:"}, {"query"}}},
+      {"decode out in the pages", [&] {
+         Workspace ws(Device::cpu(), size_t(8) << 20);
+         const Plan plan = plan_decode(ws, pc.host_table, pc.kv, 4);
+         Tensor out = pc.kv.v_pages.view({-1}).slice(0, 0, 512).view({2, 4, 64});
+         batch_decode(ws, plan, qd, pc.kv, {}, out);
+       }, {{"out:"}, {"v_pages"}}},
+      {"merge v_out shifted over v_a", [&] {
+         Tensor buf = random_tensor(rng, {4 * 2 * 64}, DType::f32, Device::cpu());
+         Tensor a = buf.slice(0, 0, 384).view({3, 2, 64});
+         Tensor out = buf.slice(0, 64, 448).view({3, 2, 64});
+         merge_states(a, la, va, la, out);
+       }, {{"v_out:"}, {"v_a"}}},
+      {"gather v_out is k_out", [&] {
+         Tensor ko = Tensor::empty({22, 2, 64}, DType::f32);
+         Tensor vo = ko;
+         gather_paged_kv(pc.kv, ko, vo);
+       }, {{"v_out:"}, {"k_out"}}},
+  };
+  for (const auto& c : cases) expect_error(c);
+  // Allowed: merge_states in place over either input, and views of one buffer that do not
+  // meet (q and out side by side).
+  Tensor in_place = va.clone();
+  EXPECT_NO_THROW(merge_states(in_place, la, va, la, in_place));
+  Tensor lse_in_place = la.clone();
+  EXPECT_NO_THROW(merge_states(va, lse_in_place, va, la, in_place, lse_in_place));
+  Tensor beside = both.slice(0, 1536, 3072).view({2, 4, 3, 64});
+  EXPECT_NO_THROW(sdpa(q_of_both, k, k, Tensor(), {}, beside));
+}
+
 }  // namespace
 }  // namespace fpt

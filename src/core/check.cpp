@@ -1,6 +1,9 @@
 #include "core/check.h"
 
 #include <climits>
+#include <cstdint>
+
+#include "core/strided_span.h"
 
 namespace flashpage::check {
 
@@ -73,6 +76,27 @@ void writable(const Tensor& t, std::string_view name) {
             ": expected an output with one element per index (no stride 0 on a dim of more "
             "than one element), got strides ", shape_to_string(t.strides()), " for shape ",
             t.shape_str());
+}
+
+void no_overlap(const Tensor& out, std::string_view out_name, const Tensor& in,
+                std::string_view in_name, bool exact_alias_ok) {
+  if (!out.defined() || !in.defined() || out.numel() == 0 || in.numel() == 0) return;
+  if (!(out.device() == in.device())) return;
+  const auto begin = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()); };
+  const auto span = [](const Tensor& t) {
+    return uintptr_t(detail::span_elements(t)) * dtype_size(t.dtype());
+  };
+  const uintptr_t ob = begin(out), oe = ob + span(out), ib = begin(in), ie = ib + span(in);
+  if (oe <= ib || ie <= ob) return;  // disjoint ranges
+  const bool same_first = ob == ib;
+  if (same_first && exact_alias_ok && out.shape() == in.shape() &&
+      out.strides() == in.strides() && out.dtype() == in.dtype())
+    return;
+  const auto dense = [](const Tensor& t) { return detail::span_elements(t) == t.numel(); };
+  require(!same_first && !(dense(out) && dense(in)), out_name, ": expected memory of its own, ",
+          "got a tensor that overlaps ", in_name, " (", out.str(), " over ", in.str(),
+          "); outputs must not share elements with inputs",
+          exact_alias_ok ? " unless they are exactly the same tensor" : "");
 }
 
 void contiguous(const Tensor& t, std::string_view name) {

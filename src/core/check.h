@@ -42,6 +42,14 @@ void inner_contiguous(const Tensor& t, std::string_view name);  // last dim stri
 // several threads write one element, in no fixed order on CUDA).
 void writable(const Tensor& t, std::string_view name);
 void contiguous(const Tensor& t, std::string_view name);
+// An output must not share memory with an input (the kernels read inputs after other blocks
+// wrote outputs). Refused when the overlap is certain: the same first element, or byte
+// ranges that intersect while both views are dense in their range (no gaps between their
+// elements). Strided views whose ranges interleave are not decided (that would take an
+// element-wise walk) and pass. `exact_alias_ok`: an output that is exactly the input (same
+// first element, shape, strides and dtype) passes, for the element-wise ops that allow it.
+void no_overlap(const Tensor& out, std::string_view out_name, const Tensor& in,
+                std::string_view in_name, bool exact_alias_ok = false);
 void head_dim(int64_t d, std::string_view name);  // multiple of 8, 8..256
 void gqa(int64_t num_qo_heads, int64_t num_kv_heads);
 // q/k/v/out element types: f32 | f16 | bf16.

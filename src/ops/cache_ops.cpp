@@ -76,7 +76,10 @@ void gather_paged_kv(const PagedKv& kv, Tensor& k_out, Tensor& v_out, void* stre
     check::same_dtype(*t, name, kv.k_pages.dtype(), "k_pages");
     check::same_device(*t, name, device, "k_pages");
     check::writable(*t, name);
+    check::no_overlap(*t, name, kv.k_pages, "k_pages");
+    check::no_overlap(*t, name, kv.v_pages, "v_pages");
   }
+  check::no_overlap(v_out, "v_out", k_out, "k_out");
 
   if (device.is_cpu()) {
     cpu::gather_paged_kv(kv, k_out, v_out);

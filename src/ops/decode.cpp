@@ -50,6 +50,8 @@ void batch_decode(Workspace& ws, const Plan& plan, const Tensor& q_in, const Pag
   Tensor out = decode_query_view(out_in, "out");
   ops_detail::check_out(out, q, "[B,Hq,D]");
   ops_detail::check_lse(lse, {batch, hq}, "[B,Hq]", device);
+  ops_detail::check_outputs_apart(
+      out, lse, {{&q, "query"}, {&kv.k_pages, "k_pages"}, {&kv.v_pages, "v_pages"}});
   const AttentionParams resolved = ops_detail::resolve_params(params, d);
 
   if (device.is_cpu()) {

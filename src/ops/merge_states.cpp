@@ -32,6 +32,11 @@ void merge_states(const Tensor& v_a, const Tensor& lse_a, const Tensor& v_b, con
     check::same_device(*t, name, device, "v_a");
   }
   if (lse_out.defined()) check::writable(lse_out, "lse_out");
+  // Element-wise: an output may be exactly an input, not a shifted view of one.
+  for (const auto& [in, name] : {std::pair{&v_a, "v_a"}, std::pair{&v_b, "v_b"}})
+    check::no_overlap(v_out, "v_out", *in, name, /*exact_alias_ok=*/true);
+  for (const auto& [in, name] : {std::pair{&lse_a, "lse_a"}, std::pair{&lse_b, "lse_b"}})
+    check::no_overlap(lse_out, "lse_out", *in, name, /*exact_alias_ok=*/true);
 
   if (device.is_cpu()) {
     cpu::merge_states(v_a, lse_a, v_b, lse_b, v_out, lse_out);

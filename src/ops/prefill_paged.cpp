@@ -91,6 +91,12 @@ void batch_prefill_paged(Workspace& ws, const Plan& plan, const Tensor& q,
     ops_detail::check_lse(lse, {q.size(0), hq}, "[N,Hq]", device);
   else
     ops_detail::check_lse(lse, {batch, hq, s}, "[B,Hq,S]", device);
+  ops_detail::check_outputs_apart(out, lse,
+                                  {{&q, "query"},
+                                   {&kv.k_pages, "k_pages"},
+                                   {&kv.v_pages, "v_pages"},
+                                   {&mask, "mask"},
+                                   {&qo_indptr, "qo_indptr"}});
   const AttentionParams resolved = ops_detail::resolve_params(
       params, d, INT32_MAX - total_rows);  // from the tensors, not the plan's table (see below)
 

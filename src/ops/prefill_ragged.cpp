@@ -30,6 +30,7 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
     check::index_vector(kv_indptr, "kv_indptr", batch + 1, "B+1, as qo_indptr", device);
   ops_detail::check_out(out, q, "[Nq,Hq,D]");
   ops_detail::check_lse(lse, {nq, hq}, "[Nq,Hq]", device);
+  ops_detail::check_outputs_apart(out, lse, {{&q, "query"}, {&k, "key"}, {&v, "value"}});
   const AttentionParams resolved = ops_detail::resolve_params(params, d, std::max(nq, nkv));
 
   if (device.is_cpu()) {

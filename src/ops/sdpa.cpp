@@ -46,6 +46,8 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
   check_sdpa_mask(mask, params, {batch, hq, s, l}, device);
   ops_detail::check_out(out, q, "[B,Hq,S,D]");
   ops_detail::check_lse(lse, {batch, hq, s}, "[B,Hq,S]", device);
+  ops_detail::check_outputs_apart(
+      out, lse, {{&q, "query"}, {&k, "key"}, {&v, "value"}, {&mask, "mask"}});
   const AttentionParams resolved = ops_detail::resolve_params(params, d, std::max(s, l));
   // A key-padding row [L] is the [1, L] mask (the row broadcasts over S): the form both
   // devices' kernels take.

@@ -65,6 +65,15 @@ void check_lse(const Tensor& lse, const Shape& shape, std::string_view layout, D
   check::writable(lse, "lse");
 }
 
+void check_outputs_apart(const Tensor& out, const Tensor& lse,
+                         std::initializer_list<NamedInput> inputs) {
+  for (const NamedInput& in : inputs) {
+    check::no_overlap(out, "out", *in.tensor, in.name);
+    check::no_overlap(lse, "lse", *in.tensor, in.name);
+  }
+  check::no_overlap(lse, "lse", out, "out");
+}
+
 void check_mask_dtype(const Tensor& mask) {
   check::dtype_in(mask, "mask", {DType::boolean, DType::f32, DType::f16, DType::bf16});
 }

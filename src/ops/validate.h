@@ -2,6 +2,7 @@
 // Validation shared by the attention entry points (src/ops/*.cpp). Each helper throws
 // flashpage::Error naming the argument, what was expected and what was given.
 #include <cstdint>
+#include <initializer_list>
 #include <string_view>
 #include <vector>
 
@@ -31,6 +32,14 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t rank,
 void check_out(const Tensor& out, const Tensor& q, std::string_view layout);
 // lse (when defined): f32 with exactly `shape` on `device`.
 void check_lse(const Tensor& lse, const Shape& shape, std::string_view layout, Device device);
+// out, and lse when defined, share no memory with any of `inputs` (check::no_overlap) nor
+// with each other.
+struct NamedInput {
+  const Tensor* tensor;
+  std::string_view name;
+};
+void check_outputs_apart(const Tensor& out, const Tensor& lse,
+                         std::initializer_list<NamedInput> inputs);
 // mask element types: bool | f32 | f16 | bf16.
 void check_mask_dtype(const Tensor& mask);
 
