@@ -245,22 +245,27 @@ TEST(FlashInfer, CudaPagedPrefillThenDecode) {
   }
 }
 
-void run_flashinfer_ragged(Rng& rng, Device device, DType dtype, bool causal, int64_t Hq, int64_t Hkv) {
+// indptr_dtype / indptr_device: the form the engine hands over (int32 on the queries' device
+// is what the kernels take; others are converted by the backend).
+void run_flashinfer_ragged(Rng& rng, Device device, DType dtype, bool causal, int64_t Hq,
+                           int64_t Hkv, DType indptr_dtype = DType::i32,
+                           std::optional<Device> indptr_device = std::nullopt) {
   SCOPED_TRACE(device.str() + " causal=" + std::to_string(causal) + " Hq=" + std::to_string(Hq) +
-               " Hkv=" + std::to_string(Hkv));
+               " Hkv=" + std::to_string(Hkv) + " indptr " + std::string(dtype_name(indptr_dtype)));
   const int64_t D = 64;
   const std::vector<int64_t> indptr{0, 5, 5, 22, 23};
   const int64_t N = indptr.back();
   const Tensor q = random_tensor(rng, {N, Hq, D}, dtype, device, -2, 2);
   const Tensor k = random_tensor(rng, {N, Hkv, D}, dtype, device, -2, 2);
   const Tensor v = random_tensor(rng, {N, Hkv, D}, dtype, device);
-  AttentionContext ctx =
-      AttentionContext::ragged(0.0f, causal, Hq, Hkv, D, host_ints(indptr).to(device));
+  AttentionContext ctx = AttentionContext::ragged(
+      0.0f, causal, Hq, Hkv, D, host_ints(indptr, indptr_dtype).to(indptr_device.value_or(device)));
   EXPECT_TRUE(ctx.is_ragged_contiguous());
   EXPECT_FALSE(ctx.is_paged());
   ctx.return_lse = true;
   ctx.lse = poisoned({N, Hq}, DType::f32, device);
-  const oracle::Result ref = oracle::prefill_ragged(q, k, v, ctx.indptr, Tensor(), ctx.params());
+  const oracle::Result ref =
+      oracle::prefill_ragged(q, k, v, host_ints(indptr), Tensor(), ctx.params());
   FlashInferAttentionKernel kernel;
   const Tensor out = kernel.forward(q, k, v, Tensor(), ctx);
   expect_output(out, ref.out, dtype);
@@ -272,13 +277,20 @@ TEST(FlashInfer, CpuRaggedContiguous) {
   for (bool causal : {true, false}) {
     FP_CASE(run_flashinfer_ragged(rng, Device::cpu(), DType::f32, causal, 4, 4));
     FP_CASE(run_flashinfer_ragged(rng, Device::cpu(), DType::f32, causal, 8, 2));
+    FP_CASE(run_flashinfer_ragged(rng, Device::cpu(), DType::f32, causal, 8, 2, DType::i64));
   }
 }
 
 TEST(FlashInfer, CudaRaggedContiguous) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
-  for (bool causal : {true, false}) FP_CASE(run_flashinfer_ragged(rng, cuda0(), DType::bf16, causal, 8, 2));
+  for (bool causal : {true, false}) {
+    FP_CASE(run_flashinfer_ragged(rng, cuda0(), DType::bf16, causal, 8, 2));
+    // The seed's cu_seqlens as the engine may hold them: int64 on the GPU, or on the host.
+    FP_CASE(run_flashinfer_ragged(rng, cuda0(), DType::bf16, causal, 8, 2, DType::i64));
+    FP_CASE(run_flashinfer_ragged(rng, cuda0(), DType::bf16, causal, 8, 2, DType::i32,
+                                  Device::cpu()));
+  }
 }
 
 // The seed's chunked-prefill path: ragged queries over the pool (AttentionContext::

@@ -1,5 +1,7 @@
 // The flashinfer backend: paged decode (S == 1), paged prefill (S > 1), ragged prefill over
 // contiguous segments; causal is bottom-right.
+#include <algorithm>
+
 #include "attention/sequence_views.h"
 #include "core/check.h"
 #include "ops/workspace.h"
@@ -114,7 +116,20 @@ void FlashInferAttentionKernel::forward_into(const Tensor& query, const Tensor& 
   if (ctx.is_ragged_contiguous()) {
     check::dims(query, "query", 3, "[N,Hq,D]");
     check::require(!mask.defined(), "mask: not supported by flashinfer ragged prefill");
-    batch_prefill_ragged(query, key, value, ctx.indptr, {}, params, out,
+    Tensor indptr = ctx.indptr;
+    check::defined(indptr, "ctx.indptr");
+    if (indptr.dtype() != DType::i32 || !(indptr.device() == query.device()) ||
+        !indptr.is_contiguous()) {
+      // The kernels take int32 on the queries' device: another form (host, int64, strided) is
+      // read, checked and put there as the op's own copy, ordered on the step's stream.
+      const std::vector<int64_t> values =
+          host_indptr(indptr, "ctx.indptr", query.size(0), "query tokens N", ctx.stream);
+      Tensor host = Tensor::empty({int64_t(values.size())}, DType::i32);
+      std::copy(values.begin(), values.end(), host.data_as<int32_t>());
+      indptr = Tensor::empty(host.shape(), DType::i32, query.device(), ctx.stream);
+      indptr.copy_(host, ctx.stream);
+    }
+    batch_prefill_ragged(query, key, value, indptr, {}, params, out,
                          lse_for(ctx, {query.size(0), query.size(1)}), ctx.stream);
     return;
   }
