@@ -20,6 +20,7 @@ struct PrefillCase {
   int64_t mask_heads = 1;
   int window_left = -1;
   float soft_cap = 0;
+  int64_t pad_rows = 0;  // ragged only: query rows past qo_indptr[B]
 
   std::string str() const {
     std::ostringstream os;
@@ -27,7 +28,7 @@ struct PrefillCase {
        << " P=" << page_size << " Hq=" << Hq << " Hkv=" << Hkv << " D=" << D << " "
        << layout_name(layout) << " " << dtype_name(dtype) << " causal=" << causal
        << " mask=" << int(mask) << " rank " << mask_rank << " heads " << mask_heads
-       << " window=" << window_left << " cap=" << soft_cap;
+       << " window=" << window_left << " cap=" << soft_cap << " pad=" << pad_rows;
     return os.str();
   }
 };
@@ -61,23 +62,29 @@ void run_prefill(Rng& rng, const PrefillCase& c, Device device) {
     for (int64_t n : c.q_lens) indptr.push_back(indptr.back() + n);
     host_qo = host_ints(indptr);
     qo = host_qo.to(device);
-    out_shape = {indptr.back(), c.Hq, c.D};
-    lse_shape = {indptr.back(), c.Hq};
+    out_shape = {indptr.back() + c.pad_rows, c.Hq, c.D};
+    lse_shape = {indptr.back() + c.pad_rows, c.Hq};
   } else {
     out_shape = {B, c.Hq, c.S, c.D};
     lse_shape = {B, c.Hq, c.S};
   }
   q = random_tensor(rng, out_shape, c.dtype, device, -2, 2);
   const Tensor mask = c.mask == MaskKind::none ? Tensor() : random_mask(rng, c, device);
-  const oracle::Result ref = oracle::prefill_paged(q, qo, pc.kv, mask, p);
+  const int64_t rows = out_shape[0] - c.pad_rows;  // the planned ones
+  const oracle::Result ref = oracle::prefill_paged(q.slice(0, 0, rows), qo, pc.kv, mask, p);
 
   Workspace ws(device, size_t(32) << 20);
   const Plan plan = plan_prefill(ws, host_qo, pc.host_table, pc.kv, ragged ? 0 : c.S, c.Hq);
   Tensor out = poisoned(out_shape, c.dtype, device);
   Tensor lse = poisoned(lse_shape, DType::f32, device);
   batch_prefill_paged(ws, plan, q, qo, pc.kv, mask, p, out, lse);
-  expect_output(out, ref.out, c.dtype);
-  expect_lse(lse, ref.lse, c.dtype);
+  expect_output(out.slice(0, 0, rows), ref.out, c.dtype);
+  expect_lse(lse.slice(0, 0, rows), ref.lse, c.dtype);
+  if (c.pad_rows > 0) {  // padding: neither read into nor written
+    expect_unwritten_rows(out, rows, "out");
+    expect_unwritten_rows(lse, rows, "lse");
+    return;  // the one-shot form has no padding to keep
+  }
 
   Tensor lse1;
   const Tensor out1 = batch_prefill_paged(q, qo, pc.kv, mask, p, &lse1);
@@ -106,6 +113,32 @@ TEST(PrefillPaged, CpuRaggedQueries) {
       {{100, 20}, {20, 20}, 0, 64, 4, 4, 128, KvLayout::NHD, DType::f32, false},
   };
   for (const auto& c : cases) FP_CASE(run_prefill(rng, c, Device::cpu()));
+}
+
+// Ragged query rows past qo_indptr[B] (padding) on every kernel: f32 / head_dim 40 take the
+// generic CUDA kernel, f16/bf16 at 64 and 128 the tensor-core ones.
+std::vector<PrefillCase> padded_cases(DType half) {
+  PrefillCase a{{10, 33, 0, 16}, {3, 33, 0, 1}, 0, 16, 4, 2, 64};
+  a.pad_rows = 5;
+  PrefillCase b{{17, 5}, {0, 5}, 0, 3, 8, 1, 40, KvLayout::HND};
+  b.pad_rows = 40;
+  PrefillCase c{{300, 90}, {130, 90}, 0, 16, 8, 2, 128, KvLayout::NHD, half};
+  c.pad_rows = 64;
+  PrefillCase d{{100, 20}, {20, 20}, 0, 1, 4, 4, 64, KvLayout::HND, half, false};
+  d.pad_rows = 1;
+  return {a, b, c, d};
+}
+
+TEST(PrefillPaged, CpuPaddingRows) {
+  FP_SEEDED_RNG(rng);
+  for (const auto& c : padded_cases(DType::bf16)) FP_CASE(run_prefill(rng, c, Device::cpu()));
+}
+
+TEST(PrefillPaged, CudaPaddingRows) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (DType half : {DType::bf16, DType::f16})
+    for (const auto& c : padded_cases(half)) FP_CASE(run_prefill(rng, c, cuda0()));
 }
 
 // plan_prefill reads a host qo_indptr through its stride: every other entry of a buffer plans

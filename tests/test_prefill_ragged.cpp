@@ -13,12 +13,13 @@ struct RaggedCase {
   bool causal = true;
   int window_left = -1;
   float soft_cap = 0;
+  int64_t pad_rows = 0;  // query rows past qo_indptr[B] (a graph's fixed-size buffer)
 
   std::string str() const {
     std::ostringstream os;
     os << "q_lens=" << fpt::str(q_lens) << " kv_lens=" << fpt::str(kv_lens) << " Hq=" << Hq
        << " Hkv=" << Hkv << " D=" << D << " " << dtype_name(dtype) << " causal=" << causal
-       << " window=" << window_left << " cap=" << soft_cap;
+       << " window=" << window_left << " cap=" << soft_cap << " pad=" << pad_rows;
     return os.str();
   }
 };
@@ -35,17 +36,23 @@ void run_ragged(Rng& rng, const RaggedCase& c, Device device) {
   const auto kvp = indptr_of(c.kv_lens.empty() ? c.q_lens : c.kv_lens);
   const Tensor qo_t = host_ints(qo).to(device);
   const Tensor kv_t = c.kv_lens.empty() ? Tensor() : host_ints(kvp).to(device);
-  const Tensor q = random_tensor(rng, {qo.back(), c.Hq, c.D}, c.dtype, device, -2, 2);
+  const int64_t rows = qo.back();
+  const Tensor q = random_tensor(rng, {rows + c.pad_rows, c.Hq, c.D}, c.dtype, device, -2, 2);
   const Tensor k = random_tensor(rng, {kvp.back(), c.Hkv, c.D}, c.dtype, device, -2, 2);
   const Tensor v = random_tensor(rng, {kvp.back(), c.Hkv, c.D}, c.dtype, device);
   const AttentionParams p{0.0f, c.causal, c.window_left, c.soft_cap};
-  const oracle::Result ref = oracle::prefill_ragged(q, k, v, qo_t, kv_t, p);
+  const oracle::Result ref = oracle::prefill_ragged(q.slice(0, 0, rows), k, v, qo_t, kv_t, p);
 
-  Tensor out = poisoned({qo.back(), c.Hq, c.D}, c.dtype, device);
-  Tensor lse = poisoned({qo.back(), c.Hq}, DType::f32, device);
+  Tensor out = poisoned({rows + c.pad_rows, c.Hq, c.D}, c.dtype, device);
+  Tensor lse = poisoned({rows + c.pad_rows, c.Hq}, DType::f32, device);
   batch_prefill_ragged(q, k, v, qo_t, kv_t, p, out, lse);
-  expect_output(out, ref.out, c.dtype);
-  expect_lse(lse, ref.lse, c.dtype);
+  expect_output(out.slice(0, 0, rows), ref.out, c.dtype);
+  expect_lse(lse.slice(0, 0, rows), ref.lse, c.dtype);
+  if (c.pad_rows > 0) {  // padding: neither read into nor written
+    expect_unwritten_rows(out, rows, "out");
+    expect_unwritten_rows(lse, rows, "lse");
+    return;  // the allocating form has no padding to keep
+  }
 
   Tensor lse1;
   const Tensor out1 = batch_prefill_ragged(q, k, v, qo_t, kv_t, p, &lse1);
@@ -77,6 +84,29 @@ TEST(PrefillRagged, CpuSeparateKvIndptr) {
       {{7, 7}, {50, 9}, 4, 1, 64, DType::f32, true, 10},
   };
   for (const auto& c : cases) FP_CASE(run_ragged(rng, c, Device::cpu()));
+}
+
+// Query rows past qo_indptr[B] are padding: on every kernel (the CUDA cases pick the generic
+// kernel for f32 and head_dim 40, the tensor-core ones for f16/bf16 at 64 and 128).
+std::vector<RaggedCase> padded_cases(DType half) {
+  return {
+      {{5, 17, 1}, {}, 4, 2, 64, DType::f32, true, -1, 0, 7},
+      {{9, 0, 30}, {40, 3, 30}, 4, 4, 40, DType::f32, false, -1, 0, 33},
+      {{70, 3}, {}, 8, 2, 128, half, true, -1, 0, 64},
+      {{65, 130}, {100, 130}, 4, 4, 64, half, false, -1, 0, 1},
+  };
+}
+
+TEST(PrefillRagged, CpuPaddingRows) {
+  FP_SEEDED_RNG(rng);
+  for (const auto& c : padded_cases(DType::bf16)) FP_CASE(run_ragged(rng, c, Device::cpu()));
+}
+
+TEST(PrefillRagged, CudaPaddingRows) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (DType half : {DType::bf16, DType::f16})
+    for (const auto& c : padded_cases(half)) FP_CASE(run_ragged(rng, c, cuda0()));
 }
 
 TEST(PrefillRagged, CpuHalfPrecision) {

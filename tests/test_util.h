@@ -121,6 +121,12 @@ inline void expect_output(const Tensor& out, const oracle::Dense& ref, DType dty
                                 << dtype_name(dtype);
 }
 
+// Rows [from, end) of dim 0 still hold the poison (NaN) they were given: never written.
+inline void expect_unwritten_rows(const Tensor& t, int64_t from, const std::string& what) {
+  const Tensor rows = t.slice(0, from, t.size(0));
+  EXPECT_EQ(count_nan(rows), rows.numel()) << what << ": rows from " << from << " were written";
+}
+
 // -inf rows must be exactly -inf; others within tolerance (relative to max(1, |ref|)).
 inline void expect_lse(const Tensor& lse, const oracle::Dense& ref, DType dtype) {
   ASSERT_EQ(lse.shape(), ref.shape) << "lse";

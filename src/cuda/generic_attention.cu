@@ -188,6 +188,9 @@ __global__ void __launch_bounds__(kWarps * kLanes)
   if (n >= a.num_tokens) return;
   int32_t b, i;
   find_row(a.queries, n, b, i);
+  // Rows past indptr[B] are padding (find_row gives them the last row): neither read nor
+  // written.
+  if (i >= row_length(a.queries, b)) return;
   attend_one<T>(a, src, b, i, int32_t(blockIdx.y), q_smem[warp]);
 }
 
