@@ -124,23 +124,47 @@ TEST(Decode, CpuRandomSweep) {
                Device::cpu()));
 }
 
-// One plan serves every layer of a step: same table, different pages.
-TEST(Decode, CpuPlanReusedAcrossLayers) {
-  FP_SEEDED_RNG(rng);
-  const std::vector<int64_t> lengths{20, 1, 47};
-  PagedCase pc = random_paged(rng, lengths, 16, 2, 64, KvLayout::NHD, DType::f32, Device::cpu());
-  Workspace ws(Device::cpu(), size_t(8) << 20);
-  const Plan plan = plan_decode(ws, pc.host_table, pc.kv, 8);
+// One plan serves every layer of a step: same table, different pages and queries (the work
+// list, its partial slots and merge are reused; nothing of a layer may leak into the next).
+void run_plan_reused(Rng& rng, const std::vector<int64_t>& lengths, int64_t hq, int64_t hkv,
+                     int64_t d, DType dtype, Device device) {
+  SCOPED_TRACE("lengths=" + str(lengths) + " Hq=" + std::to_string(hq) + " Hkv=" +
+               std::to_string(hkv) + " D=" + std::to_string(d) + " on " + device.str());
+  const int64_t batch = int64_t(lengths.size());
+  PagedCase pc = random_paged(rng, lengths, 16, hkv, d, KvLayout::NHD, dtype, device);
+  Workspace ws(device, size_t(32) << 20);
+  const Plan plan = plan_decode(ws, pc.host_table, pc.kv, hq);
   for (int layer = 0; layer < 3; ++layer) {
     SCOPED_TRACE("layer " + std::to_string(layer));
-    pc.kv.k_pages = random_tensor(rng, pc.kv.k_pages.shape(), DType::f32, Device::cpu());
-    pc.kv.v_pages = random_tensor(rng, pc.kv.v_pages.shape(), DType::f32, Device::cpu());
-    const Tensor q = random_tensor(rng, {3, 8, 64}, DType::f32, Device::cpu());
+    pc.kv.k_pages = random_pages(rng, pc.kv.k_pages.shape(), pc.host_table, KvLayout::NHD,
+                                 dtype, device);
+    pc.kv.v_pages = random_pages(rng, pc.kv.v_pages.shape(), pc.host_table, KvLayout::NHD,
+                                 dtype, device);
+    const Tensor q = random_tensor(rng, {batch, hq, d}, dtype, device, -2, 2);
     const auto ref = oracle::decode(q, pc.kv, {});
-    Tensor out = poisoned({3, 8, 64}, DType::f32, Device::cpu());
-    batch_decode(ws, plan, q, pc.kv, {}, out);
-    expect_output(out, ref.out, DType::f32);
+    Tensor out = poisoned({batch, hq, d}, dtype, device);
+    Tensor lse = poisoned({batch, hq}, DType::f32, device);
+    batch_decode(ws, plan, q, pc.kv, {}, out, lse);
+    expect_output(out, ref.out, dtype);
+    expect_lse(lse, ref.lse, dtype);
   }
+}
+
+TEST(Decode, CpuPlanReusedAcrossLayers) {
+  FP_SEEDED_RNG(rng);
+  FP_CASE(run_plan_reused(rng, {20, 1, 47}, 8, 2, 64, DType::f32, Device::cpu()));
+  // A long row beside short ones, half precision.
+  FP_CASE(run_plan_reused(rng, {3000, 5, 0, 17}, 8, 2, 64, DType::bf16, Device::cpu()));
+}
+
+TEST(Decode, CudaPlanReusedAcrossLayers) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  // A long row cut over many blocks beside rows of one or a few pieces.
+  const std::vector<int64_t> lengths{20000, 5, 300, 1, 2500, 0};
+  FP_CASE(run_plan_reused(rng, lengths, 32, 8, 128, DType::bf16, cuda0()));
+  FP_CASE(run_plan_reused(rng, lengths, 16, 2, 256, DType::f16, cuda0()));
+  FP_CASE(run_plan_reused(rng, lengths, 8, 1, 64, DType::bf16, cuda0()));
 }
 
 TEST(Decode, CudaFixedCases) {

@@ -5,6 +5,7 @@
 // output offset (the exclusive prefix sum of lengths) in the kernel.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/check.h"
@@ -18,6 +19,9 @@ namespace {
 constexpr int kCopyThreads = 256;
 // Blocks per row in gather: enough to spread one long row over the device.
 constexpr int kGatherBlocksPerRow = 32;
+// Append's grid cap (a block per token up to it, then grid-strided): far below the 2^31 - 1
+// limit, far above what fills the device.
+constexpr int64_t kMaxCopyBlocks = int64_t(1) << 20;
 
 // Strides of a token tensor [N, Hkv, D] or [B, S, Hkv, D] (token n = b*S + s).
 struct TokenTensor {
@@ -50,22 +54,25 @@ TokenTensor token_tensor(const Tensor& t) {
 }
 
 // Elements are moved as raw words of their size: appends and gathers never convert.
+// A block per token, grid-strided over any number of tokens.
 template <class Word>
 __global__ void append_kernel(TokenTensor k, TokenTensor v, const int32_t* batch_indices,
-                              const int32_t* positions, PageTableView pages, Word* k_pages,
-                              Word* v_pages, int32_t num_kv_heads, int32_t head_dim) {
-  const int64_t n = blockIdx.x;
-  int32_t page, in_page;
-  // A token outside its row's pages, or a table whose values point outside the pool, writes
-  // nothing (the CPU path reads the values and throws instead).
-  if (!pages.locate_checked(batch_indices[n], positions[n], page, in_page)) return;
+                              const int32_t* positions, int64_t tokens, PageTableView pages,
+                              Word* k_pages, Word* v_pages, int32_t num_kv_heads,
+                              int32_t head_dim) {
   const Word* ks = static_cast<const Word*>(k.ptr);
   const Word* vs = static_cast<const Word*>(v.ptr);
-  for (int e = int(threadIdx.x); e < num_kv_heads * head_dim; e += int(blockDim.x)) {
-    const int32_t h = e / head_dim, d = e % head_dim;
-    const int64_t dst = pages.offset_in_page(page, in_page, h) + d;
-    k_pages[dst] = ks[k.offset(n, h, d)];
-    v_pages[dst] = vs[v.offset(n, h, d)];
+  for (int64_t n = blockIdx.x; n < tokens; n += gridDim.x) {
+    int32_t page, in_page;
+    // A token outside its row's pages, or a table whose values point outside the pool,
+    // writes nothing (the CPU path reads the values and throws instead).
+    if (!pages.locate_checked(batch_indices[n], positions[n], page, in_page)) continue;
+    for (int e = int(threadIdx.x); e < num_kv_heads * head_dim; e += int(blockDim.x)) {
+      const int32_t h = e / head_dim, d = e % head_dim;
+      const int64_t dst = pages.offset_in_page(page, in_page, h) + d;
+      k_pages[dst] = ks[k.offset(n, h, d)];
+      v_pages[dst] = vs[v.offset(n, h, d)];
+    }
   }
 }
 
@@ -125,9 +132,10 @@ void append_paged_kv(const Tensor& k, const Tensor& v, const Tensor& batch_indic
   const int32_t heads = int32_t(kv.num_kv_heads()), dim = int32_t(kv.head_dim());
   by_size(dtype_size(k.dtype()), [&](auto zero) {
     using Word = decltype(zero);
-    append_kernel<Word><<<unsigned(tokens), kCopyThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    const unsigned blocks = unsigned(std::min<int64_t>(tokens, kMaxCopyBlocks));
+    append_kernel<Word><<<blocks, kCopyThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         token_tensor(k), token_tensor(v), batch_indices.data_as<const int32_t>(),
-        positions.data_as<const int32_t>(), pages, kv.k_pages.data_as<Word>(),
+        positions.data_as<const int32_t>(), tokens, pages, kv.k_pages.data_as<Word>(),
         kv.v_pages.data_as<Word>(), heads, dim);
   });
   FP_CUDA_CHECK_LAUNCH();
