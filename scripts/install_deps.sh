@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what flashpage builds with, from Debian's packages, when it is missing:
-# cmake (>= 3.25), ninja, g++ (with OpenMP), GoogleTest. CUDA (nvcc) is optional: without
-# it the build is CPU-only.
+# cmake (>= 3.25), ninja, g++ (with OpenMP), GoogleTest, the DLPack header. CUDA (nvcc) is
+# optional: without it the build is CPU-only.
 set -euo pipefail
 missing=()
 command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
 [ -f /usr/include/gtest/gtest.h ] || missing+=(libgtest-dev)
+[ -f /usr/include/dlpack/dlpack.h ] || missing+=(libdlpack-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}" >&2
   SUDO=""

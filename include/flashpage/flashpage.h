@@ -2,6 +2,7 @@
 // The whole public API.
 #include "flashpage/attention.h"
 #include "flashpage/device.h"
+#include "flashpage/dlpack.h"
 #include "flashpage/dtype.h"
 #include "flashpage/error.h"
 #include "flashpage/kv_cache.h"

@@ -2,6 +2,7 @@
 // Tensor: reference-counted storage + shape + strides (in elements) + dtype + device,
 // a small at::Tensor. Default-constructed = undefined, the seed's "null" argument.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -30,6 +31,10 @@ class Tensor {
   // Borrows memory the caller keeps alive; strides default to contiguous.
   static Tensor from_blob(void* data, const Shape& shape, DType dtype,
                           Device device = Device::cpu(), const Shape& strides = {});
+  // The same, and `release` runs when the last tensor viewing the memory goes (the owner's
+  // deleter: a DLPack import, a framework's buffer). Not run when from_blob throws.
+  static Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device,
+                          const Shape& strides, std::function<void()> release);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }

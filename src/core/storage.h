@@ -1,6 +1,7 @@
 #pragma once
 // Bytes on one device, owned (freed with the last reference) or borrowed (from_blob).
 #include <cstddef>
+#include <functional>
 
 #include "flashpage/device.h"
 
@@ -12,6 +13,7 @@ struct Storage {
   Device device{};
   bool owned = false;
   void* stream = nullptr;  // CUDA: allocated and freed in this stream's order (null: legacy)
+  std::function<void()> release;  // borrowed memory: its owner's deleter, run at the end
   Storage() = default;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

@@ -13,6 +13,13 @@
 namespace flashpage {
 
 Storage::~Storage() {
+  if (release) {
+    // A destructor must not throw: an owner's deleter that does is cut short here.
+    try {
+      release();
+    } catch (...) {
+    }
+  }
   if (!owned || !data) return;
   if (device.is_cpu())
     std::free(data);
@@ -134,6 +141,13 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device dev
   t.storage_->data = data;
   t.storage_->device = device;
   t.storage_->bytes = detail::span_elements(t.shape_, t.strides_) * dtype_size(dtype);
+  return t;
+}
+
+Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device,
+                         const Shape& strides, std::function<void()> release) {
+  Tensor t = from_blob(data, shape, dtype, device, strides);
+  t.storage_->release = std::move(release);  // only once the view is valid
   return t;
 }
 
