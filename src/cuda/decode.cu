@@ -54,13 +54,17 @@ struct PartialFold {
 // folds with shuffles: a row split into 132 pieces costs ~one round trip per thread, and a
 // batch of rows split in 2-3 pieces is one thread per output quad. Rows that were not split
 // are skipped (the decode kernel wrote them). All lanes reach the shuffles.
+// Launched as a programmatic dependent of the streamed decode kernel, its blocks may start
+// while that kernel's last blocks finish and wait in griddepcontrol.wait for the partials.
+// early_plan: the plan (header, merge_indptr) is read before that wait, overlapping the decode
+// grid's end: it was uploaded before the decode kernel started, so it is not the decode
+// kernel's output (session 17's prediction: ~1 µs per merging call; off until a GPU run
+// measures it, FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1).
 template <class T>
 __global__ void __launch_bounds__(kMergeThreads)
     decode_merge_kernel(const __grid_constant__ DecodeArgs a, int head_dim, int group_lanes,
-                        int items_offset) {
-  // Launched as a programmatic dependent of the streamed decode kernel: its blocks may start
-  // while that kernel's last blocks finish, and wait here for its partials.
-  ptx::griddepcontrol_wait();
+                        int items_offset, bool early_plan) {
+  if (!early_plan) ptx::griddepcontrol_wait();
   const int32_t* ints = a.work_ints;
   const int num_work = ints[0], num_partials = ints[1], batch = ints[2];
   // Offsets come from the device header so a replayed graph follows a re-plan.
@@ -82,6 +86,7 @@ __global__ void __launch_bounds__(kMergeThreads)
     s0 = merge_indptr[row];
     s1 = merge_indptr[row + 1];
   }
+  if (early_plan) ptx::griddepcontrol_wait();  // every thread, before any partial is read
   auto lse_of = [&](int s) { return partial_lse[int64_t(s) * a.num_qo_heads + head]; };
   auto row_of = [&](int s) {
     return *reinterpret_cast<const float4*>(
@@ -154,6 +159,43 @@ bool is_capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
+// Experiment knobs, read once (bench/NOTES.md records what they showed):
+// FLASHPAGE_DECODE_STAGES=N caps the streamed kernel's ring depth (>= 2),
+// FLASHPAGE_DECODE_L2_HINT=0 drops its L2 evict-first hint on K/V bulk copies (TMA boxes
+// keep it),
+// FLASHPAGE_DECODE_ABLATE=bits leaves stages out to time the rest (StreamDecodeArgs::ablate;
+// the results are wrong: benchmarks only), FLASHPAGE_DECODE_TMA=0 keeps K/V on per-token bulk
+// copies, =1 makes a refused tensor map an error (for A/B runs).
+struct StreamKnobs {
+  int max_stages = 0;  // 0: as many as fit
+  bool l2_hint = true;
+  int ablate = 0;
+  int tma = -1;  // -1: where the driver encodes the maps, 0: never, 1: required
+  // FLASHPAGE_DECODE_TMA_PROMOTION=0|128|256: the K/V maps' L2 promotion. None by default:
+  // promoting each 128-byte row request to 256 bytes cost 6-8% of DRAM throughput (run 5).
+  int tma_promotion = 0;
+  // FLASHPAGE_DECODE_PRODUCERS=P: producer warps, clamped to what the kernel and the ring
+  // allow. 2 by default: page 1 at 16/2/256 +29%, 8-token boxes +0-2.5% over 1 (session 16).
+  int producers = 2;
+  // FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1: the merge reads the plan before its wait (above).
+  bool merge_early_plan = false;
+};
+const StreamKnobs& stream_knobs() {
+  static const StreamKnobs knobs = [] {
+    StreamKnobs k;
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_STAGES")) k.max_stages = std::atoi(v);
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_L2_HINT")) k.l2_hint = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_ABLATE")) k.ablate = std::atoi(v);
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_TMA")) k.tma = std::atoi(v) != 0 ? 1 : 0;
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_TMA_PROMOTION")) k.tma_promotion = std::atoi(v);
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_PRODUCERS")) k.producers = std::atoi(v);
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_MERGE_EARLY_PLAN"))
+      k.merge_early_plan = std::atoi(v) != 0;
+    return k;
+  }();
+  return knobs;
+}
+
 // The split merge; `programmatic`: may start before the previous kernel on the stream has
 // finished (it waits in griddepcontrol.wait), hiding its launch.
 template <class T>
@@ -178,41 +220,7 @@ void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, in
     config.numAttrs = 1;
   }
   FP_CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge_kernel<T>, args, head_dim, group_lanes,
-                                   items_offset));
-}
-
-
-// Experiment knobs, read once (bench/NOTES.md records what they showed):
-// FLASHPAGE_DECODE_STAGES=N caps the streamed kernel's ring depth (>= 2),
-// FLASHPAGE_DECODE_L2_HINT=0 drops its L2 evict-first hint on K/V bulk copies (TMA boxes
-// keep it),
-// FLASHPAGE_DECODE_ABLATE=bits leaves stages out to time the rest (StreamDecodeArgs::ablate;
-// the results are wrong: benchmarks only), FLASHPAGE_DECODE_TMA=0 keeps K/V on per-token bulk
-// copies, =1 makes a refused tensor map an error (for A/B runs).
-struct StreamKnobs {
-  int max_stages = 0;  // 0: as many as fit
-  bool l2_hint = true;
-  int ablate = 0;
-  int tma = -1;  // -1: where the driver encodes the maps, 0: never, 1: required
-  // FLASHPAGE_DECODE_TMA_PROMOTION=0|128|256: the K/V maps' L2 promotion. None by default:
-  // promoting each 128-byte row request to 256 bytes cost 6-8% of DRAM throughput (run 5).
-  int tma_promotion = 0;
-  // FLASHPAGE_DECODE_PRODUCERS=P: producer warps, clamped to what the kernel and the ring
-  // allow. 2 by default: page 1 at 16/2/256 +29%, 8-token boxes +0-2.5% over 1 (session 16).
-  int producers = 2;
-};
-const StreamKnobs& stream_knobs() {
-  static const StreamKnobs knobs = [] {
-    StreamKnobs k;
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_STAGES")) k.max_stages = std::atoi(v);
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_L2_HINT")) k.l2_hint = std::atoi(v) != 0;
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_ABLATE")) k.ablate = std::atoi(v);
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_TMA")) k.tma = std::atoi(v) != 0 ? 1 : 0;
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_TMA_PROMOTION")) k.tma_promotion = std::atoi(v);
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_PRODUCERS")) k.producers = std::atoi(v);
-    return k;
-  }();
-  return knobs;
+                                   items_offset, stream_knobs().merge_early_plan));
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
