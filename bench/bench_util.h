@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <random>
 #include <sstream>
@@ -52,7 +53,12 @@ inline void fill_random(void* dst, size_t bytes, const std::vector<uint16_t>& pa
 struct Timing {
   double median_us = 0, min_us = 0;
   int reps = 0;
+  // The caller's CPU time per call (validation, launches), over kHostCalls calls enqueued on
+  // an idle stream: few enough that the launch queue never fills and blocks the loop on the
+  // GPU, which the timed loop above does once the GPU falls behind.
+  double host_us = 0;
 };
+inline constexpr int kHostCalls = 50;
 
 // Warm-up, one probe to size the repetitions to ~min_ms, then one event pair per call;
 // call(r) runs repetition r on `stream`. warm_ms > 0 adds that much GPU time of the same call
@@ -86,6 +92,12 @@ Timing time_calls(Call&& call, cudaStream_t stream, int reps_wanted, double min_
     BENCH_CUDA(cudaEventRecord(marks[size_t(r) + 1], stream));
   }
   BENCH_CUDA(cudaStreamSynchronize(stream));
+  const auto h0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < kHostCalls; ++r) call(r);
+  const auto h1 = std::chrono::steady_clock::now();
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  const double host_us =
+      std::chrono::duration<double, std::micro>(h1 - h0).count() / double(kHostCalls);
   std::vector<double> us(static_cast<size_t>(reps));
   for (int r = 0; r < reps; ++r) {
     float ms = 0.0f;
@@ -96,7 +108,7 @@ Timing time_calls(Call&& call, cudaStream_t stream, int reps_wanted, double min_
   BENCH_CUDA(cudaEventDestroy(e0));
   BENCH_CUDA(cudaEventDestroy(e1));
   std::sort(us.begin(), us.end());
-  return {us[us.size() / 2], us.front(), reps};
+  return {us[us.size() / 2], us.front(), reps, host_us};
 }
 
 }  // namespace bench

@@ -129,12 +129,12 @@ void run_case(const Heads& h, const Shape2& shape, int64_t page_size, int reps_w
       "{\"system\":\"%s\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,"
       "\"seq_len\":%s,\"page_size\":%lld,\"kv_tokens\":%lld,\"bytes\":%.0f,\"us\":%.3f,"
       "\"us_min\":%.3f,\"tb_s\":%.4f,\"reps\":%d,\"pools\":%d,\"num_work\":%lld,"
-      "\"num_partials\":%lld,\"grid\":%lld,\"lengths\":%s}\n",
+      "\"num_partials\":%lld,\"grid\":%lld,\"host_us\":%.2f,\"lengths\":%s}\n",
       system_name().c_str(), (long long)h.hq, (long long)h.hkv, (long long)h.d,
       (long long)shape.batch, shape.len == 0 ? "\"rand1-8192\"" : std::to_string(shape.len).c_str(),
       (long long)page_size, (long long)tokens, bytes, median, t.min_us, bytes / (median * 1e-6) / 1e12,
       reps, pools, (long long)plan.num_work, (long long)plan.num_partials, (long long)plan.grid,
-      shape.len == 0 ? json_lengths(lengths).c_str() : "null");
+      t.host_us, shape.len == 0 ? json_lengths(lengths).c_str() : "null");
   std::fflush(stdout);
   // FLASHPAGE_DECODE_ABLATE with bit 2 (and bit 1): one more call whose kernel writes each
   // block's SM, start and end into the (zeroed) LSE output; printed to stderr as JSON. Rows
