@@ -67,7 +67,8 @@ for stage in $STAGES; do
       [ "${SPLIT_TESTS:-1}" = 1 ] && decode_variant split "split decode kernel" FLASHPAGE_DECODE_KERNEL=split
       [ "${BULK_TESTS:-1}" = 1 ] && decode_variant bulk "decode by bulk copies" FLASHPAGE_DECODE_TMA=0
       # The merge reading its plan before griddepcontrol.wait (off by default until measured).
-      [ "${EARLY_PLAN_TESTS:-1}" = 1 ] && decode_variant earlyplan "merge plan before its wait" FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1
+      [ "${EARLY_PLAN_TESTS:-1}" = 1 ] &&
+        decode_variant earlyplan "merge plan before its wait" FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1
       for p in ${PRODUCER_TESTS:-1 4}; do
         decode_variant "producers$p" "decode, $p producer warps" FLASHPAGE_DECODE_PRODUCERS=$p
       done
