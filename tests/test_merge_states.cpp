@@ -47,6 +47,12 @@ void run_merge_formula(Rng& rng, int64_t N, int64_t H, int64_t D, DType dtype, D
   Tensor alias = p.va.clone();
   merge_states(alias, p.la, p.vb, p.lb, alias);
   expect_output(alias, ref.out, dtype, "out aliasing v_a");
+  // lse_out may alias lse_a (every thread of a pair reads it before it is written).
+  Tensor lse_alias = p.la.clone();
+  Tensor out2 = poisoned({N, H, D}, dtype, device);
+  merge_states(p.va, lse_alias, p.vb, p.lb, out2, lse_alias);
+  expect_output(out2, ref.out, dtype, "out with lse_out aliasing lse_a");
+  expect_lse(lse_alias, ref.lse, dtype);
 }
 
 TEST(MergeStates, CpuFormula) {
@@ -117,6 +123,8 @@ TEST(MergeStates, CudaFormula) {
   FP_CASE(run_merge_formula(rng, 33, 4, 128, DType::f32, cuda0()));
   FP_CASE(run_merge_formula(rng, 6, 3, 0, DType::bf16, cuda0()));  // D = 0: only the LSE
   FP_CASE(run_merge_formula(rng, 5, 3, 8, DType::f16, cuda0()));   // D below a warp
+  // More (token, head) pairs than the grid's 2^20 blocks: the grid-stride loop's second pass.
+  FP_CASE(run_merge_formula(rng, (1 << 18) + 7, 4, 8, DType::f16, cuda0()));
 }
 
 TEST(MergeStates, CudaHalvesEqualWhole) {

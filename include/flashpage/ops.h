@@ -150,7 +150,9 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mas
 // ---- the cache -----------------------------------------------------------------------------
 // Writes token n of k/v ([N, Hkv, D], or [B, S, Hkv, D] read as N = B*S tokens; any strides)
 // to row batch_indices[n] at position positions[n] (int32 [N], on the pages' device), through
-// kv.table. Every (row, position) must lie inside its row's pages.
+// kv.table. Every (row, position) must lie inside its row's pages: the CPU throws otherwise;
+// on CUDA (which reads no device value on the host) such a token, or one whose page id is
+// outside the pool, is skipped.
 void append_paged_kv(const Tensor& k, const Tensor& v, const Tensor& batch_indices,
                      const Tensor& positions, const PagedKv& kv, void* stream = nullptr);
 // Copies the rows' tokens out of the pages into k_out/v_out [sum of lengths, Hkv, D] (NHD),

@@ -67,7 +67,9 @@ class Tensor {
   // Copies src's elements into this tensor (same shape; any strides, device and dtype —
   // dtype conversion happens on the host). stream (a cudaStream_t; nullptr: the legacy
   // default stream, and the copy is synchronous): a copy to the GPU is ordered on it and
-  // returns once the host bytes are staged, a copy from the GPU waits for it.
+  // returns once the host bytes are staged (from page-locked host memory it is truly
+  // asynchronous: keep the source until the stream has done), a copy from the GPU waits
+  // for it.
   void copy_(const Tensor& src, void* stream = nullptr);
   // Sets every element (floating types accept NaN / inf: used to poison outputs).
   void fill_(double value);

@@ -168,13 +168,20 @@ void KvCachePool::put_tokens(int64_t layer, std::span<const int64_t> indptr,
 
 bool KvCachePool::fill_table(TableBuffers& t, std::span<const int64_t> lengths,
                              void* stream) {
+  // The device side of a host buffer: the buffer itself on the CPU, an empty one on a GPU
+  // (filled by the uploads below; a copy of the unwritten host buffer would be an upload
+  // on another stream than theirs).
+  const auto device_buffer = [&](const Tensor& host) {
+    return config_.device.is_cpu() ? host
+                                   : Tensor::empty(host.shape(), host.dtype(), config_.device);
+  };
   const int64_t batch = int64_t(active_.size());
   const bool same_rows = t.rows == active_ && t.host.indptr.defined();
   if (!same_rows) {
     if (!t.host_store.indices.defined()) {
       // The active rows are distinct requests: together they never hold more pages than this.
       t.host_store.indices = Tensor::empty({std::max<int64_t>(config_.num_pages, 1)}, DType::i32);
-      t.device_store.indices = t.host_store.indices.to(config_.device);
+      t.device_store.indices = device_buffer(t.host_store.indices);
     }
     if (!t.host_store.indptr.defined() || t.host_store.last_page_len.numel() < batch) {
       // Rows for a batch of every page's own request: only requests bound with no pages can
@@ -185,8 +192,8 @@ bool KvCachePool::fill_table(TableBuffers& t, std::span<const int64_t> lengths,
       const int64_t rows = std::max({batch, config_.num_pages, int64_t(1)});
       t.host_store.indptr = Tensor::empty({rows + 1}, DType::i32);
       t.host_store.last_page_len = Tensor::empty({rows}, DType::i32);
-      t.device_store.indptr = t.host_store.indptr.to(config_.device);
-      t.device_store.last_page_len = t.host_store.last_page_len.to(config_.device);
+      t.device_store.indptr = device_buffer(t.host_store.indptr);
+      t.device_store.last_page_len = device_buffer(t.host_store.last_page_len);
     }
     const auto rows_of = [batch](const PageTable& store) {
       return PageTable{store.indptr.slice(0, 0, batch + 1), store.indices,

@@ -13,10 +13,12 @@ namespace flashpage::detail {
 // (a cudaStream_t), or the legacy default stream when null.
 void* cuda_malloc(size_t bytes, int device_index, void* stream = nullptr);
 void cuda_free(void* ptr, int device_index, void* stream = nullptr);
-// Copies bytes between any two devices. stream == nullptr: synchronous (ordered with the
-// legacy default stream). Otherwise ordered on the stream (cudaStream_t): a copy from pageable
-// host memory returns once the source is staged (it may be reused at once; from page-locked
-// memory it must live until the stream gets there), a copy to the host waits for the stream.
+// Copies bytes between any two devices. stream == nullptr: on the legacy default stream,
+// returning once the bytes have landed. Otherwise ordered on the stream (cudaStream_t): a
+// copy from pageable host memory returns once the source is staged (it may be reused at
+// once; CUDA may also wait for the stream first, and does for copies of more than about a
+// MiB; from page-locked or managed memory the copy is truly asynchronous and the source must
+// live until the stream gets there), a copy to the host waits for the stream.
 // A host copy on a stream being captured into a CUDA graph is an Error: a graph cannot hold it.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
                 void* stream = nullptr);

@@ -274,8 +274,7 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
     // bound: no read, no sync.
     std::vector<int32_t> offsets(static_cast<size_t>(batch) + 1);
     detail::copy_bytes(offsets.data(), Device::cpu(), qo_indptr.data(), qo_indptr.device(),
-                       offsets.size() * sizeof(int32_t), stream);
-    FP_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+                       offsets.size() * sizeof(int32_t), stream);  // waits for the stream
     int32_t longest = 0;
     for (int32_t b = 0; b < batch; ++b) longest = std::max(longest, offsets[b + 1] - offsets[b]);
     t.max_qo_len = longest;

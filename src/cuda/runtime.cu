@@ -63,9 +63,11 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   }
   DeviceScope scope(Device::cuda(index));
   if (stream == nullptr) {
-    // The allocator is stream-ordered on the legacy stream; a plain cudaMemcpy is ordered
-    // with it and returns when the bytes have landed.
-    FP_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+    // On the legacy stream (the allocator's), then waited for: a plain cudaMemcpy may return
+    // from a pageable source once it is staged, before the bytes land, and a device-to-device
+    // one does not wait at all; a caller without a stream expects them landed.
+    FP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamLegacy));
+    FP_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
     return;
   }
   const bool to_host = dst_device.is_cpu();

@@ -97,6 +97,9 @@ Plan publish(Workspace::Impl& w, void* stream, Plan plan, const std::vector<Work
   check::require(needed <= w.ints.numel(), "workspace: the work list needs ", needed * 4,
                  " bytes of its integer region, it has ", w.ints.numel() * 4,
                  "; create the Workspace with more bytes");
+  // From here the workspace is rewritten: no earlier plan matches it any more, so that one
+  // cannot run over a half-written work list if an upload below fails.
+  w.generation = 0;
   w.host_ints.assign(size_t(n_ints), 0);
   w.host_ints[0] = int32_t(items.size());
   // Decode: partial outputs; prefill: the leading items that pair into whole query ranges
