@@ -313,12 +313,13 @@ void Tensor::copy_(const Tensor& src, void* stream) {
   // converting store into a host image of the destination.
   Tensor host_src = src;
   if (src.device_.is_cuda()) {
-    check::require(src.is_contiguous(),
-                   "Tensor::copy_: a strided CUDA source must be made contiguous on the "
-                   "device first; got strides ", shape_to_string(src.strides_));
-    host_src = empty(shape_, src.dtype_, Device::cpu());
-    detail::copy_bytes(host_src.data(), Device::cpu(), src.data(), src.device_, src.nbytes(),
-                       stream);
+    // The source's whole span comes over in one copy (for a strided view, the elements and
+    // the gaps between them), then the host walks the view.
+    const int64_t span = int64_t(detail::span_elements(src.shape_, src.strides_));
+    Tensor flat = empty({span}, src.dtype_, Device::cpu());
+    detail::copy_bytes(flat.data(), Device::cpu(), src.data(), src.device_,
+                       size_t(span) * dtype_size(src.dtype_), stream);
+    host_src = flat.as_strided(shape_, src.strides_);
   }
   const bool dst_on_host = device_.is_cpu();
   check::require(dst_on_host || is_contiguous(),
