@@ -56,10 +56,12 @@ for stage in $STAGES; do
         note "test $name: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ' | head -c 200) skipped=$(grep -c '\[  SKIPPED' "$OUT/$name.log")"
       done
       # The decode cases again under a knob: decode_variant LOG LABEL ENV=VALUE.
+      # BIN / FILTER: another binary and filter (default test_ops, Decode.Cuda*).
       decode_variant() {
-        env "$3" timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/test_ops" --gtest_filter='Decode.Cuda*' \
-          --gtest_brief=1 >"$OUT/test_ops_$1.log" 2>&1 || fails=$((fails + 1))
-        note "test test_ops ($2): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_ops_$1.log" | tr '\n' ' ' | head -c 200)"
+        local bin="${BIN:-test_ops}"
+        env "$3" timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/$bin" --gtest_filter="${FILTER:-Decode.Cuda*}" \
+          --gtest_brief=1 >"$OUT/${bin}_$1.log" 2>&1 || fails=$((fails + 1))
+        note "test $bin ($2): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/${bin}_$1.log" | tr '\n' ' ' | head -c 200)"
       }
       # On the sm_80+ split kernel (the sm_90 default is the streamed one), on the streamed
       # kernel's bulk-copy path (what runs where TMA maps are refused), and with other
@@ -69,6 +71,14 @@ for stage in $STAGES; do
       # The merge reading its plan before griddepcontrol.wait (off by default until measured).
       [ "${EARLY_PLAN_TESTS:-1}" = 1 ] &&
         decode_variant earlyplan "merge plan before its wait" FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1
+      # The streamed kernel merging rows of at most N slots itself (off by default until
+      # measured): 8 (the candidate), 64 (every row but the longest splits), and the graph
+      # test with it (a replay after a re-plan that changes which rows it merges).
+      if [ "${FUSED_TESTS:-1}" = 1 ]; then
+        decode_variant fused8 "decode merging rows of <= 8 slots itself" FLASHPAGE_DECODE_FUSED_MERGE=8
+        decode_variant fused64 "decode merging rows of <= 64 slots itself" FLASHPAGE_DECODE_FUSED_MERGE=64
+        BIN=test_cuda_graph FILTER='*' decode_variant fused8 "graphs, fused merge <= 8" FLASHPAGE_DECODE_FUSED_MERGE=8
+      fi
       for p in ${PRODUCER_TESTS:-1 4}; do
         decode_variant "producers$p" "decode, $p producer warps" FLASHPAGE_DECODE_PRODUCERS=$p
       done
@@ -79,7 +89,7 @@ for stage in $STAGES; do
       for tool in ${SAN_TOOLS:-memcheck racecheck}; do
         for t in ${SAN_BINS:-test_ops test_cuda_graph}; do
           [ -x "$BUILD/tests/$t" ] || continue
-          timeout "${SAN_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/$t" \
+          env ${SAN_ENV:-} timeout "${SAN_TIMEOUT:-120}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD/tests/$t" \
             --gtest_filter="${SAN_FILTER:-Decode.CudaFixedCases:Decode.CudaHeadBlocks:AppendGather.Cuda*:PrefillPaged.CudaFixedCases:CudaGraph.*}" \
             --gtest_brief=1 >"$OUT/san-$tool-$t.log" 2>&1
           note "compute-sanitizer $tool $t: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/san-$tool-$t.log" | tail -1)"
