@@ -71,14 +71,6 @@ for stage in $STAGES; do
       # The merge reading its plan before griddepcontrol.wait (off by default until measured).
       [ "${EARLY_PLAN_TESTS:-1}" = 1 ] &&
         decode_variant earlyplan "merge plan before its wait" FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1
-      # The streamed kernel merging rows of at most N slots itself (off by default until
-      # measured): 8 (the candidate), 64 (every row but the longest splits), and the graph
-      # test with it (a replay after a re-plan that changes which rows it merges).
-      if [ "${FUSED_TESTS:-1}" = 1 ]; then
-        decode_variant fused8 "decode merging rows of <= 8 slots itself" FLASHPAGE_DECODE_FUSED_MERGE=8
-        decode_variant fused64 "decode merging rows of <= 64 slots itself" FLASHPAGE_DECODE_FUSED_MERGE=64
-        BIN=test_cuda_graph FILTER='*' decode_variant fused8 "graphs, fused merge <= 8" FLASHPAGE_DECODE_FUSED_MERGE=8
-      fi
       for p in ${PRODUCER_TESTS:-1 4}; do
         decode_variant "producers$p" "decode, $p producer warps" FLASHPAGE_DECODE_PRODUCERS=$p
       done

@@ -12,7 +12,6 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/decode_args.h"
-#include "cuda/decode_partials.cuh"
 #include "cuda/device_types.cuh"
 #include "cuda/generic_attention.h"
 #include "cuda/kernel_attributes.h"
@@ -26,14 +25,35 @@ namespace flashpage::cuda {
 namespace {
 
 constexpr int kMergeThreads = 256;
+constexpr int kMergeUnroll = 4;  // partial rows in flight per thread
+
+// Running merge of normalised partials o_s with natural-log weights lse_s:
+// out = sum_s exp(lse_s - L) o_s, L = logsumexp_s lse_s, kept as (max m, sum d, acc) so two
+// folds of disjoint slot sets combine exactly (the SoftmaxState rule for many states).
+struct PartialFold {
+  float m = kNegInf, d = 0.0f;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+  __device__ __forceinline__ void add(float m2, float d2, float4 acc2) {
+    const float m_new = fmaxf(m, m2);
+    if (m_new == kNegInf) return;  // both empty (slots that saw no key)
+    const float a = m == kNegInf ? 0.0f : __expf(m - m_new);
+    const float b = m2 == kNegInf ? 0.0f : __expf(m2 - m_new);
+    d = d * a + d2 * b;
+    acc.x = acc.x * a + acc2.x * b;
+    acc.y = acc.y * a + acc2.y * b;
+    acc.z = acc.z * a + acc2.z * b;
+    acc.w = acc.w * a + acc2.w * b;
+    m = m_new;
+  }
+};
 
 // The split merge: one group of `group_lanes` threads (a power of two <= 32, so a group
 // sits inside a warp) per (row, query head, 4 dims). Each thread folds every group_lanes-th
 // slot of the row with kMergeUnroll 16-byte loads in flight, then the group combines its
 // folds with shuffles: a row split into 132 pieces costs ~one round trip per thread, and a
 // batch of rows split in 2-3 pieces is one thread per output quad. Rows that were not split
-// are skipped (the decode kernel wrote them), and so are rows of at most `fused_slots` slots
-// (the streamed kernel merged them itself). All lanes reach the shuffles.
+// are skipped (the decode kernel wrote them). All lanes reach the shuffles.
 // Launched as a programmatic dependent of the streamed decode kernel, its blocks may start
 // while that kernel's last blocks finish and wait in griddepcontrol.wait for the partials.
 // early_plan: the plan (header, merge_indptr) is read before that wait, overlapping the decode
@@ -43,13 +63,14 @@ constexpr int kMergeThreads = 256;
 template <class T>
 __global__ void __launch_bounds__(kMergeThreads)
     decode_merge_kernel(const __grid_constant__ DecodeArgs a, int head_dim, int group_lanes,
-                        int items_offset, bool early_plan, int fused_slots) {
+                        int items_offset, bool early_plan) {
   if (!early_plan) ptx::griddepcontrol_wait();
   const int32_t* ints = a.work_ints;
-  const int num_work = ints[0], batch = ints[2];
+  const int num_work = ints[0], num_partials = ints[1], batch = ints[2];
   // Offsets come from the device header so a replayed graph follows a re-plan.
   const int32_t* merge_indptr =
       ints + items_offset + int64_t(num_work) * Workspace::Impl::kWorkFields;
+  const float* partial_lse = a.partial_out + int64_t(num_partials) * a.num_qo_heads * head_dim;
 
   const int quads = head_dim / 4;
   const int64_t thread = int64_t(blockIdx.x) * kMergeThreads + threadIdx.x;
@@ -64,13 +85,50 @@ __global__ void __launch_bounds__(kMergeThreads)
     dim = (rest - head * quads) * 4;
     s0 = merge_indptr[row];
     s1 = merge_indptr[row + 1];
-    if (s1 - s0 <= fused_slots) s1 = s0;
   }
   if (early_plan) ptx::griddepcontrol_wait();  // every thread, before any partial is read
-  PartialFold fold = DecodePartials(a, head_dim).fold(head, dim, s0 + sub, s1, group_lanes);
-  fold.combine_lanes(group_lanes);
+  auto lse_of = [&](int s) { return partial_lse[int64_t(s) * a.num_qo_heads + head]; };
+  auto row_of = [&](int s) {
+    return *reinterpret_cast<const float4*>(
+        a.partial_out + (int64_t(s) * a.num_qo_heads + head) * head_dim + dim);
+  };
+
+  PartialFold fold;
+  const int step = group_lanes;
+  int s = s0 + sub;
+  for (; s + (kMergeUnroll - 1) * step < s1; s += kMergeUnroll * step) {
+    float w[kMergeUnroll];
+    float4 o[kMergeUnroll];
+#pragma unroll
+    for (int u = 0; u < kMergeUnroll; ++u) {
+      w[u] = lse_of(s + u * step);
+      o[u] = row_of(s + u * step);
+    }
+#pragma unroll
+    for (int u = 0; u < kMergeUnroll; ++u) fold.add(w[u], 1.0f, o[u]);
+  }
+  for (; s < s1; s += step) fold.add(lse_of(s), 1.0f, row_of(s));
+  for (int offset = 1; offset < group_lanes; offset <<= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, fold.m, offset);
+    const float d2 = __shfl_xor_sync(0xffffffffu, fold.d, offset);
+    float4 acc2;
+    acc2.x = __shfl_xor_sync(0xffffffffu, fold.acc.x, offset);
+    acc2.y = __shfl_xor_sync(0xffffffffu, fold.acc.y, offset);
+    acc2.z = __shfl_xor_sync(0xffffffffu, fold.acc.z, offset);
+    acc2.w = __shfl_xor_sync(0xffffffffu, fold.acc.w, offset);
+    fold.add(m2, d2, acc2);
+  }
   if (!in_range || s0 == s1 || sub != 0) return;
-  store_merged<T>(a, fold, row, head, dim);
+  const float inv = fold.d > 0.0f ? 1.0f / fold.d : 0.0f;
+  T* out = static_cast<T*>(a.out) + int64_t(row) * a.out_stride_batch +
+           int64_t(head) * a.out_stride_head + dim;
+  out[0] = from_float<T>(fold.acc.x * inv);
+  out[1] = from_float<T>(fold.acc.y * inv);
+  out[2] = from_float<T>(fold.acc.z * inv);
+  out[3] = from_float<T>(fold.acc.w * inv);
+  if (a.lse != nullptr && dim == 0)
+    a.lse[int64_t(row) * a.lse_stride_batch + int64_t(head) * a.lse_stride_head] =
+        fold.d > 0.0f ? fold.m + __logf(fold.d) : kNegInf;
 }
 
 template <class T>
@@ -121,10 +179,6 @@ struct StreamKnobs {
   int producers = 2;
   // FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1: the merge reads the plan before its wait (above).
   bool merge_early_plan = false;
-  // FLASHPAGE_DECODE_FUSED_MERGE=N: the streamed kernel merges rows of at most N partial
-  // slots itself (StreamDecodeArgs::fused_merge_slots); 0: the merge kernel merges every
-  // split row. Off until a GPU run measures it (prediction in bench/NOTES.md).
-  int fused_merge_slots = 0;
 };
 const StreamKnobs& stream_knobs() {
   static const StreamKnobs knobs = [] {
@@ -137,8 +191,6 @@ const StreamKnobs& stream_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_DECODE_PRODUCERS")) k.producers = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_DECODE_MERGE_EARLY_PLAN"))
       k.merge_early_plan = std::atoi(v) != 0;
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_FUSED_MERGE"))
-      k.fused_merge_slots = std::max(0, std::atoi(v));
     return k;
   }();
   return knobs;
@@ -148,9 +200,10 @@ const StreamKnobs& stream_knobs() {
 // finished (it waits in griddepcontrol.wait), hiding its launch.
 template <class T>
 void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, int max_slots,
-                  int items_offset, int fused_slots, bool programmatic, cudaStream_t stream) {
+                  int items_offset, bool programmatic, cudaStream_t stream) {
   // Threads per output quad: enough that each folds ~kMergeUnroll slots of the longest row.
-  const int group_lanes = merge_group_lanes(max_slots);
+  int group_lanes = 1;
+  while (group_lanes < 32 && group_lanes * kMergeUnroll < max_slots) group_lanes *= 2;
   // The decode kernels run with the largest shared-memory carveout; the merge asks for the
   // same, so the SMs need not reconfigure L1 / shared memory between the two launches.
   allow_shared_memory<decode_merge_kernel<T>>(0);
@@ -167,7 +220,7 @@ void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, in
     config.numAttrs = 1;
   }
   FP_CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge_kernel<T>, args, head_dim, group_lanes,
-                                   items_offset, stream_knobs().merge_early_plan, fused_slots));
+                                   items_offset, stream_knobs().merge_early_plan));
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -267,7 +320,6 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
   args.logits_soft_cap = params.logits_soft_cap;
   args.window_left = params.window_left;
 
-  int fused_slots = 0;  // rows of at most this many partial slots: merged by the decode kernel
   if (kernel == DecodeKernel::stream) {
     if (!stream_layout_ok(args)) {  // unaligned views: the generic kernel reads whole rows
       decode_generic(plan, q, kv, params, out, lse, stream);
@@ -294,7 +346,6 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     sa.producer_warps = StreamDecodeTiling::producer_warps(stream_knobs().producers, heads, sa.stages);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;
-    if ((sa.ablate & 2) == 0) fused_slots = sa.fused_merge_slots = stream_knobs().fused_merge_slots;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;
     if (q.dtype() == DType::bf16)
       dispatch_stream_head_dim<__nv_bfloat16>(sa, plan.head_dim, int(plan.grid), stream);
@@ -325,17 +376,14 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     const int32_t* merge_indptr = ws.host_merge_indptr();
     for (int64_t b = 0; b < plan.batch_size; ++b)
       max_slots = std::max(max_slots, merge_indptr[b + 1] - merge_indptr[b]);
-    // The decode kernel merged every split row itself; a graph being captured may replay a
-    // plan with longer rows, so it keeps the merge.
-    if (max_slots <= fused_slots && !is_capturing(stream)) return;
     if (q.dtype() == DType::bf16)
       launch_merge<__nv_bfloat16>(args, int(plan.batch_size), int(plan.num_qo_heads),
                                   int(plan.head_dim), max_slots, int(ws.items_offset),
-                                  fused_slots, programmatic, stream);
+                                  programmatic, stream);
     else
       launch_merge<__half>(args, int(plan.batch_size), int(plan.num_qo_heads),
-                           int(plan.head_dim), max_slots, int(ws.items_offset), fused_slots,
-                           programmatic, stream);
+                           int(plan.head_dim), max_slots, int(ws.items_offset), programmatic,
+                           stream);
   }
 }
 

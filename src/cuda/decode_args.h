@@ -52,10 +52,6 @@ struct StreamDecodeArgs {
   // the math (the producer's streaming alone), bit 1 = no merge launch, bit 2 = per-block
   // times into the LSE output (StreamDecodeBlock::record_block_time).
   int32_t ablate = 0;
-  // Rows split into at most this many partial slots are merged by the kernel itself: the
-  // block that writes a row's last piece folds the row's slots (arrival counts in the
-  // workspace, after merge_indptr); 0: the merge kernel merges every split row.
-  int32_t fused_merge_slots = 0;
 };
 
 // Query heads one decode block serves: the M of the m16n8k16 MMA. A KV head's group is padded

@@ -32,7 +32,6 @@
 #include "core/check.h"
 #include "cuda/cuda_check.h"
 #include "cuda/decode_args.h"
-#include "cuda/decode_partials.cuh"
 #include "cuda/decode_warp_attend.cuh"
 #include "cuda/kernel_attributes.h"
 #include "cuda/device_types.cuh"
@@ -55,9 +54,6 @@ struct StreamDecodeBlock {
   // Producer warps: 1 to kMaxProducerWarps at run time (args.producer_warps).
   static constexpr int kMaxProducerWarps = Tiling::max_producer_warps(kConsumerWarps);
   static constexpr int kMaxThreads = (kConsumerWarps + kMaxProducerWarps) * 32;
-  static constexpr int kConsumerThreads = kConsumerWarps * 32;
-  // The consumer warps' own barrier (the producers run on).
-  static constexpr uint32_t kConsumerBarrier = 1;
   // Stage tokens per producer lane: a stage holds 16 tokens per warp sharing a head, at most
   // 4 warps per head (1 KV head per block, 4 consumer warps): 64 tokens.
   static constexpr int kTokensPerLane = 2;
@@ -387,57 +383,6 @@ struct StreamDecodeBlock {
     return zeroed;
   }
 
-  // ---- the merge of rows of a few pieces (args.fused_merge_slots > 0) -------------------
-  // A cut row's pieces run in several blocks (and, where warps share a head, in several warps
-  // of one block); each writes its partial slots. After its last sub-unit of such an item the
-  // block counts the piece in the row's arrival count, and the block that brings the last
-  // piece folds the row's slots into the output, so the merge kernel need not run for them.
-  // Release: the consumer barrier, then thread 0's fence (cumulative over the writes the
-  // barrier ordered before it) and atomic; acquire: the atomic, thread 0's fence, then the
-  // barrier before the loads (from L2).
-  __device__ __forceinline__ const int32_t* merge_indptr() const {
-    const int32_t* ints = a.d.work_ints;
-    return ints + Workspace::Impl::stream_items_offset(gridDim.x) +
-           int64_t(ints[0]) * Workspace::Impl::kWorkFields;
-  }
-  __device__ __forceinline__ void merge_if_last(int row, int s0, int s1) {
-    ptx::named_barrier_sync(kConsumerBarrier, kConsumerThreads);
-    const int pieces = (s1 - s0) / Tiling::warps_per_head(heads);
-    bool last = pieces == 1;  // one piece: its slots are this block's warps'
-    if (threadIdx.x == 0) {
-      if (pieces > 1) {
-        // The workspace's integer region is the kernel's to write (the counts only).
-        int32_t* arrivals = const_cast<int32_t*>(merge_indptr()) + a.d.work_ints[2] + 1;
-        ptx::fence_acq_rel_gpu();
-        last = atomicAdd(arrivals + row, 1) == pieces - 1;
-        if (last) {
-          atomicExch(arrivals + row, 0);  // zero again for the next launch
-          ptx::fence_acq_rel_gpu();
-        }
-      }
-    }
-    if (ptx::named_barrier_any(kConsumerBarrier, kConsumerThreads, last)) merge_row(row, s0, s1);
-  }
-
-  // The consumer threads fold every (query head, 4 dims) quad of the row, group_lanes
-  // threads per quad. Loop bounds are the same for every thread (the shuffles need whole
-  // warps).
-  __device__ __forceinline__ void merge_row(int row, int s0, int s1) const {
-    constexpr int kQuads = kHeadDim / 4;
-    const int group_lanes = merge_group_lanes(s1 - s0);
-    const int sub = int(threadIdx.x) % group_lanes;
-    const int lanes = a.d.num_qo_heads * kQuads * group_lanes;
-    const DecodePartials partials(a.d, kHeadDim);
-    for (int base = 0; base < lanes; base += kConsumerThreads) {
-      const int t = base + int(threadIdx.x);
-      const int unit = t < lanes ? t / group_lanes : -1, u = max(unit, 0);
-      PartialFold fold =
-          partials.fold(u / kQuads, u % kQuads * 4, unit >= 0 ? s0 + sub : s1, s1, group_lanes);
-      fold.combine_lanes(group_lanes);
-      if (unit >= 0 && sub == 0) store_merged<T>(a.d, fold, row, u / kQuads, u % kQuads * 4);
-    }
-  }
-
   __device__ __forceinline__ void consume() {
     const int head_local = warp % heads, slice = warp / heads;
     int stage = 0;
@@ -495,11 +440,6 @@ struct StreamDecodeBlock {
           }
         }
         epilogue(su, head_local, slice);
-      }
-      if (item.w >= 0 && a.fused_merge_slots > 0) {
-        // The row's partial slots (merge_indptr, ops/workspace.h).
-        const int s0 = merge_indptr()[item.x], s1 = merge_indptr()[item.x + 1];
-        if (s1 - s0 <= a.fused_merge_slots) merge_if_last(item.x, s0, s1);
       }
     }
   }

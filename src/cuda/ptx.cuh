@@ -1,7 +1,6 @@
 #pragma once
 // Thin wrappers over the PTX the decode kernel needs (sm_80+): cp.async copies into shared
-// memory, ldmatrix fragment loads, the m16n8k16 tensor-core MMA with f32 accumulation and
-// named barriers.
+// memory, ldmatrix fragment loads and the m16n8k16 tensor-core MMA with f32 accumulation.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -69,31 +68,6 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
     const __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&v);
   }
-}
-
-// Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (whole warps): the
-// threads' memory accesses before it are performed relative to those after it.
-__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// The same barrier, returning whether `value` was true in any of the threads.
-__device__ __forceinline__ bool named_barrier_any(uint32_t id, uint32_t threads, bool value) {
-  uint32_t any;
-  asm volatile(
-      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n"
-      " selp.u32 %0, 1, 0, q;\n}\n"
-      : "=r"(any)
-      : "r"(uint32_t(value)), "r"(id), "r"(threads)
-      : "memory");
-  return any != 0;
-}
-
-// A release-and-acquire fence at GPU scope: lighter than __threadfence() (fence.sc.gpu, which
-// also invalidates the SM's L1). Cumulative: writes of other threads ordered before it by a
-// barrier are released with this thread's.
-__device__ __forceinline__ void fence_acq_rel_gpu() {
-  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
 }
 
 // Nanoseconds of the GPU's global timer and the SM the thread runs on (timing experiments).

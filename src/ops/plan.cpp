@@ -79,8 +79,8 @@ void check_plan_args(const Workspace& ws, const PageTable& host_table, const Pag
   (void)host_table;
 }
 
-// Writes header + items + merge_indptr (+ block_indptr and arrival counts, + qo_indptr) into
-// the mirror and copies it to the device.
+// Writes header + items + merge_indptr (+ block_indptr, + qo_indptr) into the mirror and
+// copies it to the device.
 // The upload goes on `stream`, behind the runs of earlier plans that read this workspace.
 Plan publish(Workspace::Impl& w, void* stream, Plan plan, const std::vector<WorkItem>& items,
              const std::vector<int32_t>& merge_indptr, DecodeKernel kernel = DecodeKernel::cpu,
@@ -91,10 +91,8 @@ Plan publish(Workspace::Impl& w, void* stream, Plan plan, const std::vector<Work
   const int64_t items_offset =
       block_indptr.empty() ? Workspace::Impl::kHeaderInts
                            : Workspace::Impl::stream_items_offset(int64_t(block_indptr.size()) - 1);
-  // Streamed decode plans: one arrival count per row after merge_indptr, written as zeros.
-  const int64_t arrivals = kernel == DecodeKernel::stream ? int64_t(merge_indptr.size()) - 1 : 0;
   const int64_t n_ints = items_offset + int64_t(items.size()) * Workspace::Impl::kWorkFields +
-                         int64_t(merge_indptr.size()) + arrivals;
+                         int64_t(merge_indptr.size());
   const int64_t needed = n_ints + int64_t(qo_indptr.size());
   check::require(needed <= w.ints.numel(), "workspace: the work list needs ", needed * 4,
                  " bytes of its integer region, it has ", w.ints.numel() * 4,

@@ -10,10 +10,6 @@
 //   [items_offset ..)             num_work items of kWorkFields ints (see WorkItem)
 //   [merge_indptr_offset ..)      batch_size + 1 ints: row b's partial slots are
 //                                 merge_indptr[b] .. merge_indptr[b+1] (empty: no split)
-//   [.. + batch_size + 1 ..)      streamed decode plans only: batch_size ints, row b's count
-//                                 of pieces written in the running launch (the kernel merges
-//                                 rows of a few pieces itself); zero between launches: the
-//                                 plan writes zeros, the last arriving piece resets its row
 //   [qo_indptr_offset ..)         ragged prefill plans only: the region's last batch_size + 1
 //                                 ints, the planned qo_indptr (the runs' copy of the split:
 //                                 uploaded with the work list, at a place that a re-plan for
@@ -87,11 +83,10 @@ struct Workspace::Impl {
 };
 
 // The one-shot op overloads' workspace: Workspace::kOneShotBytes, or more for steps whose work
-// list would not fit its integer share (a decode row costs ~6-7 ints with its item,
-// merge_indptr and arrival count, plus a few items per block for cut rows in the 4096 spare;
-// 8 covers a ragged prefill row's merge_indptr and qo_indptr; a prefill query tile costs an
-// item's 4), so that a large one-shot call does not fail asking for a Workspace it cannot be
-// given.
+// list would not fit its integer share (a decode row costs ~5-6 ints with its item and
+// merge_indptr, 8 leaves room and covers a ragged prefill row's merge_indptr and qo_indptr;
+// a prefill query tile costs an item's 4), so that a large
+// one-shot call does not fail asking for a Workspace it cannot be given.
 size_t one_shot_workspace_bytes(int64_t rows, int64_t query_tiles = 0);
 
 }  // namespace flashpage
