@@ -71,9 +71,6 @@ for stage in $STAGES; do
       # The merge reading its plan before griddepcontrol.wait (off by default until measured).
       [ "${EARLY_PLAN_TESTS:-1}" = 1 ] &&
         decode_variant earlyplan "merge plan before its wait" FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1
-      # The merge loading a thread's slots in guarded batches (off by default until measured).
-      [ "${BATCHED_TESTS:-1}" = 1 ] &&
-        decode_variant batched "merge loads batched" FLASHPAGE_DECODE_MERGE_BATCHED=1
       for p in ${PRODUCER_TESTS:-1 4}; do
         decode_variant "producers$p" "decode, $p producer warps" FLASHPAGE_DECODE_PRODUCERS=$p
       done

@@ -26,7 +26,6 @@ namespace {
 
 constexpr int kMergeThreads = 256;
 constexpr int kMergeUnroll = 4;  // partial rows in flight per thread
-constexpr int kMergeBatch = 8;   // the same, guarded, with `batched` (below)
 
 // Running merge of normalised partials o_s with natural-log weights lse_s:
 // out = sum_s exp(lse_s - L) o_s, L = logsumexp_s lse_s, kept as (max m, sum d, acc) so two
@@ -61,13 +60,10 @@ struct PartialFold {
 // grid's end: it was uploaded before the decode kernel started, so it is not the decode
 // kernel's output (session 17's prediction: ~1 µs per merging call; off until a GPU run
 // measures it, FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1).
-// batched: a thread's slots are loaded kMergeBatch at a time with guards (one round trip for
-// rows of up to kMergeBatch slots per lane; off until a GPU run measures it,
-// FLASHPAGE_DECODE_MERGE_BATCHED=1).
 template <class T>
 __global__ void __launch_bounds__(kMergeThreads)
     decode_merge_kernel(const __grid_constant__ DecodeArgs a, int head_dim, int group_lanes,
-                        int items_offset, bool early_plan, bool batched) {
+                        int items_offset, bool early_plan) {
   if (!early_plan) ptx::griddepcontrol_wait();
   const int32_t* ints = a.work_ints;
   const int num_work = ints[0], num_partials = ints[1], batch = ints[2];
@@ -100,23 +96,6 @@ __global__ void __launch_bounds__(kMergeThreads)
   PartialFold fold;
   const int step = group_lanes;
   int s = s0 + sub;
-  if (batched) {
-    // Up to kMergeBatch of this thread's slots in flight at once, past the row's end guarded
-    // (they fold as empty), so that a row of up to kMergeBatch slots per lane costs one round
-    // trip instead of one per slot past the last full group of kMergeUnroll.
-    for (; s < s1; s += kMergeBatch * step) {
-      float w[kMergeBatch];
-      float4 o[kMergeBatch];
-#pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u) {
-        const bool valid = s + u * step < s1;
-        w[u] = valid ? lse_of(s + u * step) : kNegInf;
-        o[u] = valid ? row_of(s + u * step) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-#pragma unroll
-      for (int u = 0; u < kMergeBatch; ++u) fold.add(w[u], 1.0f, o[u]);
-    }
-  }
   for (; s + (kMergeUnroll - 1) * step < s1; s += kMergeUnroll * step) {
     float w[kMergeUnroll];
     float4 o[kMergeUnroll];
@@ -200,8 +179,6 @@ struct StreamKnobs {
   int producers = 2;
   // FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1: the merge reads the plan before its wait (above).
   bool merge_early_plan = false;
-  // FLASHPAGE_DECODE_MERGE_BATCHED=1: the merge's loads in guarded batches (above).
-  bool merge_batched = false;
 };
 const StreamKnobs& stream_knobs() {
   static const StreamKnobs knobs = [] {
@@ -214,8 +191,6 @@ const StreamKnobs& stream_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_DECODE_PRODUCERS")) k.producers = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_DECODE_MERGE_EARLY_PLAN"))
       k.merge_early_plan = std::atoi(v) != 0;
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_MERGE_BATCHED"))
-      k.merge_batched = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -245,8 +220,7 @@ void launch_merge(const DecodeArgs& args, int batch, int heads, int head_dim, in
     config.numAttrs = 1;
   }
   FP_CUDA_CHECK(cudaLaunchKernelEx(&config, decode_merge_kernel<T>, args, head_dim, group_lanes,
-                                   items_offset, stream_knobs().merge_early_plan,
-                                   stream_knobs().merge_batched));
+                                   items_offset, stream_knobs().merge_early_plan));
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
