@@ -56,12 +56,10 @@ for stage in $STAGES; do
         note "test $name: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ' | head -c 200) skipped=$(grep -c '\[  SKIPPED' "$OUT/$name.log")"
       done
       # The decode cases again under a knob: decode_variant LOG LABEL ENV=VALUE.
-      # BIN / FILTER: another binary and filter (default test_ops, Decode.Cuda*).
       decode_variant() {
-        local bin="${BIN:-test_ops}"
-        env "$3" timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/$bin" --gtest_filter="${FILTER:-Decode.Cuda*}" \
-          --gtest_brief=1 >"$OUT/${bin}_$1.log" 2>&1 || fails=$((fails + 1))
-        note "test $bin ($2): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/${bin}_$1.log" | tr '\n' ' ' | head -c 200)"
+        env "$3" timeout "${TEST_TIMEOUT:-150}" "$BUILD/tests/test_ops" --gtest_filter='Decode.Cuda*' \
+          --gtest_brief=1 >"$OUT/test_ops_$1.log" 2>&1 || fails=$((fails + 1))
+        note "test test_ops ($2): $(grep -E '^\[  (PASSED|FAILED)' "$OUT/test_ops_$1.log" | tr '\n' ' ' | head -c 200)"
       }
       # On the sm_80+ split kernel (the sm_90 default is the streamed one), on the streamed
       # kernel's bulk-copy path (what runs where TMA maps are refused), and with other
@@ -78,6 +76,7 @@ for stage in $STAGES; do
       note "test binaries failing: $fails"
       ;;
     sanitize)
+      # SAN_ENV="NAME=VALUE ...": a knob set for the sanitized runs (e.g. a decode variant).
       for tool in ${SAN_TOOLS:-memcheck racecheck}; do
         for t in ${SAN_BINS:-test_ops test_cuda_graph}; do
           [ -x "$BUILD/tests/$t" ] || continue
