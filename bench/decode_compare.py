@@ -9,7 +9,7 @@ this process with
   - torch_gather: page gather (k_pages[page_ids]) + the same SDPA, timed together,
   - flashinfer_cuda / flashinfer_tc: flashinfer.BatchDecodeWithPagedKVCacheWrapper with
     use_tensor_cores False / True (the import error is recorded when it fails),
-timing each with CUDA events (median), and writes <date>-decode-h200.md / .json / .png plus
+timing each with CUDA events (median), and writes <date>-decode-<gpu>.md / .json / .png (<gpu>: h200, h100, ...) plus
 decode_table.txt into --out (default bench/results).
 
 TB/s counts the same useful bytes as decode_bench for every system: K+V of the real lengths
@@ -21,12 +21,13 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import traceback
 
 import torch
 import torch.nn.functional as F
+
+import run_meta
 
 ROTATE_BYTES = 200e6  # below this, K/V are replicated and used in turn (L2 is 60 MB)
 MAX_POOLS = 8
@@ -269,15 +270,9 @@ def main():
 
 
 def write_outputs(args, results, fi_error):
-    base = os.path.join(args.out, f"{args.date}-decode-h200")
     gpu = torch.cuda.get_device_name(0)
-    commit = os.environ.get("FLASHPAGE_COMMIT", "")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                    text=True, timeout=10).stdout.strip() or "unknown"
-        except Exception:
-            commit = "unknown"
+    base = os.path.join(args.out, f"{args.date}-decode-{run_meta.gpu_tag(gpu)}")
+    commit = run_meta.commit()
     meta = {"date": args.date, "gpu": gpu, "commit": commit, "torch": torch.__version__,
             "flashinfer_error": fi_error}
     try:

@@ -4,13 +4,14 @@ against PyTorch's scaled_dot_product_attention on contiguous bf16 tensors (its o
 backend; enable_gqa for GQA; bottom-right causal for S < L through an explicit bool mask),
 FlashInfer's batch prefill wrappers (fa2 and fa3 backends, ragged K/V and shuffled pages of
 16 tokens, NHD; its causal mask is bottom-right like flashpage's), plus a bf16 8192^3 matrix
-product as the tensor-core ceiling. Writes <date>-prefill-h200.md, .json and .png under
+product as the tensor-core ceiling. Writes <date>-prefill-<gpu>.md, .json and .png (<gpu>: h200, h100, ...) under
 --out, and prefill_table.txt."""
 import argparse
 import datetime
 import json
 import os
-import subprocess
+
+import run_meta
 
 FI_WORKSPACE_BYTES = 256 << 20
 WARM_S = 0.1  # warm-up per timed case; prefill_bench's default --min-ms is 100 too
@@ -133,15 +134,10 @@ def main():
     except Exception as e:  # noqa: BLE001
         gpu, ceiling, error = "unknown", float("nan"), repr(e)[:300]
     fi_rows, fi_error, fi_version = run_flashinfer(args, rows, key)
-    commit = os.environ.get("FLASHPAGE_COMMIT", "")
-    if not commit:
-        try:
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        except Exception:  # noqa: BLE001
-            commit = "unknown"
+    commit = run_meta.commit()
     allrows = rows + list(torch_rows.values()) + fi_rows
     os.makedirs(args.out, exist_ok=True)
-    base = os.path.join(args.out, f"{args.date}-prefill-h200")
+    base = os.path.join(args.out, f"{args.date}-prefill-{run_meta.gpu_tag(gpu)}")
     json.dump({"date": args.date, "gpu": gpu, "commit": commit, "matmul_bf16_8192_tflops": ceiling,
                "torch_error": error, "flashinfer": fi_version, "flashinfer_error": fi_error,
                "rows": allrows}, open(base + ".json", "w"), indent=1)

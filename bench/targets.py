@@ -4,8 +4,8 @@ bench/prefill_compare.py and bench/decode_compare.py write (one run: every syste
 side). Prints one line per target: met or not, how many shapes, the range of the ratio and
 its worst shape. Nothing here is measured; it only reads the run's figures.
 
-  python3 bench/targets.py --prefill results/<date>-prefill-h200*.json \\
-                           --decode results/<date>-decode-h200*.json
+  python3 bench/targets.py --prefill results/<date>-prefill-<gpu>*.json \\
+                           --decode results/<date>-decode-<gpu>*.json
 
 Targets (issue 3, decode; issue 4, prefill), all as ratios within the run:
   decode  B*L >= 64K tokens: flashpage >= PyTorch contiguous SDPA and >= FlashInfer's best mode
