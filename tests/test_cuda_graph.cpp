@@ -20,7 +20,7 @@ using namespace flashpage;
 
 #define FP_TEST_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
-constexpr int64_t kBatch = 4, kQoHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageSize = 16;
+constexpr int64_t kQoHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageSize = 16;
 constexpr double kBf16Tolerance = 1e-2;  // relative L2, DESIGN.md
 
 Tensor random_bf16(std::mt19937& rng, const Shape& shape, Device device) {
@@ -61,9 +61,10 @@ struct GrowingTable {
       next += size_t(pages);
       capacity += pages;
     }
-    host.indptr = Tensor::zeros({kBatch + 1}, DType::i32);
+    const int64_t batch = int64_t(max_lengths.size());
+    host.indptr = Tensor::zeros({batch + 1}, DType::i32);
     host.indices = Tensor::zeros({capacity}, DType::i32);  // spare capacity for growth
-    host.last_page_len = Tensor::zeros({kBatch}, DType::i32);
+    host.last_page_len = Tensor::zeros({batch}, DType::i32);
     device = host.to(Device::cuda(0));
   }
 
@@ -72,7 +73,7 @@ struct GrowingTable {
     int32_t* indices = host.indices.data_as<int32_t>();
     int32_t* last = host.last_page_len.data_as<int32_t>();
     indptr[0] = 0;
-    for (int64_t b = 0; b < kBatch; ++b) {
+    for (int64_t b = 0; b < int64_t(lengths.size()); ++b) {
       const int64_t len = lengths[size_t(b)];
       const int64_t pages = (len + kPageSize - 1) / kPageSize;
       std::copy_n(row_pages[size_t(b)].begin(), pages, indices + indptr[b]);
@@ -85,16 +86,15 @@ struct GrowingTable {
   }
 };
 
-TEST(CudaGraph, DecodeReplaysAfterRowsGrowAndReplan) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+// Captures a decode step over rows of lengths `first`, replays it, then grows the rows in
+// place to `grown`, re-plans into the same workspace and replays the same graph twice.
+void replay_after_replan(const std::vector<int64_t>& first, const std::vector<int64_t>& grown,
+                         bool first_splits) {
   const Device gpu = Device::cuda(0);
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-
-  const std::vector<int64_t> first = {1000, 3000, 517, 2048};
-  // Grown: a re-plan that cuts the long rows over every block (113K tokens), replayed twice.
-  const std::vector<int64_t> grown = {1500, 41000, 901, 70000};
+  const int64_t kBatch = int64_t(first.size());
   const int64_t needed =
       std::accumulate(grown.begin(), grown.end(), int64_t(0),
                       [](int64_t s, int64_t len) { return s + (len + kPageSize - 1) / kPageSize; });
@@ -129,7 +129,7 @@ TEST(CudaGraph, DecodeReplaysAfterRowsGrowAndReplan) {
 
   table.set_lengths(first);
   const Plan plan_first = plan_decode(ws, table.host, kv, kQoHeads);
-  EXPECT_GT(plan_first.num_partials, 0) << "expected the long rows to be split";
+  if (first_splits) EXPECT_GT(plan_first.num_partials, 0) << "expected the long rows to be split";
 
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
@@ -147,6 +147,7 @@ TEST(CudaGraph, DecodeReplaysAfterRowsGrowAndReplan) {
   table.set_lengths(grown);
   const Plan plan_grown = plan_decode(ws, table.host, kv, kQoHeads);
   EXPECT_EQ(plan_grown.batch_size, plan_first.batch_size);
+  EXPECT_EQ(plan_grown.head_parts, plan_first.head_parts) << "set by the batch, not the lengths";
   FP_TEST_CUDA(cudaGraphLaunch(exec, stream));
   FP_TEST_CUDA(cudaStreamSynchronize(stream));
   check_against_cpu("grown lengths");
@@ -158,6 +159,26 @@ TEST(CudaGraph, DecodeReplaysAfterRowsGrowAndReplan) {
   FP_TEST_CUDA(cudaGraphExecDestroy(exec));
   FP_TEST_CUDA(cudaGraphDestroy(graph));
   FP_TEST_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST(CudaGraph, DecodeReplaysAfterRowsGrowAndReplan) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  // Grown: a re-plan that cuts the long rows over every block (113K tokens), replayed twice.
+  replay_after_replan({1000, 3000, 517, 2048}, {1500, 41000, 901, 70000}, true);
+}
+
+// A batch of about half as many rows as SMs: on the streamed kernel each row's 8 KV heads
+// run as two virtual rows (Plan::head_parts), equal lengths uncut (nothing merged), then
+// grown to unequal lengths that are cut and merged by the same graph.
+TEST(CudaGraph, DecodeReplaysHeadPartsAfterReplan) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  int sms = 0;
+  FP_TEST_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int64_t batch = std::max(1, sms / 2);
+  const std::vector<int64_t> first(static_cast<size_t>(batch), 600);
+  std::vector<int64_t> grown(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) grown[size_t(b)] = 600 + (b * 7919) % 6000;
+  replay_after_replan(first, grown, false);
 }
 
 // The engine's pattern: one graph per batch size, replayed every step with whichever requests
@@ -178,6 +199,7 @@ TEST(CudaGraph, DecodeReplaysAfterActivateOfOtherRequests) {
   cfg.dtype = DType::bf16;
   cfg.device = gpu;
   KvCachePool pool(cfg);
+  constexpr int64_t kBatch = 4;
   const std::vector<int64_t> lengths = {1000, 3000, 517, 2048, 9000, 33, 4100, 700};
   std::vector<int64_t> ids;
   for (int64_t len : lengths) {

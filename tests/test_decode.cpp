@@ -1,5 +1,7 @@
 // batch_decode over a paged KV cache (plan/run with a Workspace, and the one-shot form),
 // against the float64 oracle.
+#include <functional>
+
 #include "test_util.h"
 
 namespace fpt {
@@ -24,7 +26,8 @@ struct DecodeCase {
 };
 
 void run_decode(Rng& rng, const DecodeCase& c, Device device, size_t ws_bytes = size_t(32) << 20,
-                bool expect_split = false) {
+                bool expect_split = false,
+                const std::function<void(const Plan&)>& check_plan = nullptr) {
   SCOPED_TRACE(c.str() + " on " + device.str());
   const int64_t B = int64_t(c.lengths.size());
   const PagedCase pc = random_paged(rng, c.lengths, c.page_size, c.Hkv, c.D, c.layout, c.dtype, device);
@@ -40,6 +43,7 @@ void run_decode(Rng& rng, const DecodeCase& c, Device device, size_t ws_bytes = 
   if (expect_split) {
     EXPECT_GT(plan.num_partials, 0) << "a long row of a tiny batch was not split";
   }
+  if (check_plan) check_plan(plan);
   Tensor out = poisoned({B, c.Hq, c.D}, c.dtype, device);
   Tensor lse = poisoned({B, c.Hq}, DType::f32, device);
   batch_decode(ws, plan, q, pc.kv, p, out, lse);
@@ -229,6 +233,52 @@ TEST(Decode, CudaHeadBlocks) {
                      cuda0(), Workspace::kDefaultBytes));
   FP_CASE(run_decode(rng, {{4099, 70, 9}, 8, 16, 4, 256, KvLayout::HND, DType::f16, 333, 30.0f},
                      cuda0(), Workspace::kDefaultBytes));
+}
+
+// Batches of about as many (row, KV-head part) pairs as SMs (src/ops/stream_decode_plan.h):
+// on the streamed kernel each row's KV heads run as Plan::head_parts virtual rows; equal
+// lengths run uncut (nothing to merge), unequal ones are cut and merged per virtual row.
+TEST(Decode, CudaHeadParts) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  const bool streamed = std::getenv("FLASHPAGE_DECODE_KERNEL") == nullptr;
+  int64_t sms = 132;  // the streamed kernel's plans run one block per SM: their grid
+  if (streamed) {
+    const PagedCase probe = random_paged(rng, {1}, 16, 8, 128, KvLayout::NHD, DType::bf16, cuda0());
+    Workspace probe_ws(cuda0());
+    sms = plan_decode(probe_ws, probe.host_table, probe.kv, 32).grid;
+  }
+  auto expect = [&](int64_t parts, bool uncut) {
+    return [=](const Plan& plan) {
+      if (!streamed) return;  // the split kernel's plans keep whole rows' heads together
+      EXPECT_EQ(plan.head_parts, parts);
+      if (uncut) {
+        EXPECT_EQ(plan.num_partials, 0) << "equal rows that fit the blocks were cut";
+      }
+    };
+  };
+  auto uniform = [](int64_t batch, int64_t len) {
+    return std::vector<int64_t>(static_cast<size_t>(batch), len);
+  };
+  auto ragged = [&](int64_t batch, int64_t longest) {
+    std::vector<int64_t> v(static_cast<size_t>(batch));
+    for (auto& len : v) len = rng.integer(0, longest);
+    return v;
+  };
+  const size_t ws = Workspace::kDefaultBytes;
+  FP_CASE(run_decode(rng, {uniform(sms / 2, 300), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
+                     cuda0(), ws, false, expect(2, true)));
+  FP_CASE(run_decode(rng, {ragged(sms / 2, 900), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
+                     cuda0(), ws, false, expect(2, false)));
+  FP_CASE(run_decode(rng, {uniform(sms / 4, 129), 8, 32, 16, 64, KvLayout::HND, DType::f16},
+                     cuda0(), ws, false, expect(4, true)));
+  FP_CASE(run_decode(rng, {uniform(sms / 2, 250), 16, 16, 8, 256, KvLayout::NHD, DType::bf16, 100, 30.0f},
+                     cuda0(), ws, false, expect(2, true)));
+  // As many rows as SMs: one part, uncut; two KV heads (two warps per head: still merged).
+  FP_CASE(run_decode(rng, {uniform(sms, 200), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
+                     cuda0(), ws, false, expect(1, true)));
+  FP_CASE(run_decode(rng, {uniform(sms, 100), 16, 8, 2, 128, KvLayout::NHD, DType::bf16},
+                     cuda0(), ws, false, expect(1, false)));
 }
 
 // Steps of 100K+ tokens (block shares of ~1000-1800 tokens): every block runs pieces of

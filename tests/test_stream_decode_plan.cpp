@@ -117,6 +117,75 @@ TEST(StreamDecodePlan, OneLongRowSpreadsOverEveryBlock) {
   EXPECT_EQ(w.num_partials, int64_t(w.items.size()));
 }
 
+// Head parts (virtual rows b * P + p): each virtual row is covered like a row of its own, and
+// blocks stream Hkv / P heads. Random batches, P from the policy, the uncut rule on.
+TEST(StreamDecodePlan, HeadPartsCoverEveryVirtualRow) {
+  FP_SEEDED_RNG(rng);
+  const std::vector<Config> configs = {{8, 128, 132}, {32, 128, 132}, {2, 256, 132}, {4, 64, 33}};
+  for (int i = 0; i < 200; ++i) {
+    const Config c = configs[size_t(rng.integer(0, int64_t(configs.size()) - 1))];
+    const int64_t batch = rng.integer(1, 140);
+    int64_t parts = 1;  // any power of two dividing Hkv (the policy picks fewer)
+    while (c.hkv % (2 * parts) == 0 && rng.coin(0.6)) parts *= 2;
+    const int64_t uncut_pct = rng.pick(std::vector<int64_t>{0, 10});
+    const int64_t longest = rng.pick(std::vector<int64_t>{1, 600, 9000});
+    std::vector<int64_t> lengths(static_cast<size_t>(batch));
+    const bool uniform = rng.coin(0.5);
+    for (auto& len : lengths) len = uniform ? longest : rng.integer(0, longest);
+    SCOPED_TRACE("case " + std::to_string(i) + " B=" + std::to_string(batch) + " P=" +
+                 std::to_string(parts) + " Hkv=" + std::to_string(c.hkv));
+    const int64_t roomy = 1 << 20;
+    const StreamDecodeWork w =
+        flashpage::plan_stream_decode(lengths, c.hkv, c.d, c.blocks, roomy, parts, uncut_pct);
+    std::vector<int64_t> virtual_lengths;
+    for (int64_t len : lengths) virtual_lengths.insert(virtual_lengths.end(), size_t(parts), len);
+    check_work(w, virtual_lengths, {c.hkv / parts, c.d, c.blocks}, roomy);
+  }
+}
+
+// The uncut rule: as many equal virtual rows as blocks or a few less run one per block with
+// nothing to merge; rows of unequal lengths, or more rows than blocks, are still cut.
+TEST(StreamDecodePlan, RowsThatFitTheBlocksStayWhole) {
+  const int64_t roomy = 1 << 20;
+  // 32/8/128, B = 64, L = 4096: P = 2, 128 virtual rows of 4 KV heads on 132 blocks.
+  ASSERT_EQ(flashpage::stream_decode_head_parts(64, 8, 16, 132), 2);
+  const std::vector<int64_t> uniform(64, 4096);
+  const StreamDecodeWork whole = flashpage::plan_stream_decode(uniform, 8, 128, 132, roomy, 2, 10);
+  EXPECT_EQ(whole.num_partials, 0);
+  EXPECT_EQ(whole.items.size(), size_t(128));
+  for (size_t k = 0; k + 1 < whole.block_indptr.size(); ++k)
+    EXPECT_LE(whole.block_indptr[k + 1] - whole.block_indptr[k], 1) << "block " << k;
+  // The same rows with the rule off: cut to equal shares over all 132 blocks.
+  const StreamDecodeWork cut = flashpage::plan_stream_decode(uniform, 8, 128, 132, roomy, 2, 0);
+  EXPECT_GT(cut.num_partials, 0);
+  // Lengths 1..8192: the longest is far above an equal share, so rows are cut.
+  std::vector<int64_t> ragged(64);
+  for (size_t b = 0; b < ragged.size(); ++b) ragged[b] = 1 + int64_t(b) * 8191 / 63;
+  EXPECT_GT(flashpage::plan_stream_decode(ragged, 8, 128, 132, roomy, 2, 10).num_partials, 0);
+  // 256 rows on 132 blocks: more rows than blocks.
+  EXPECT_GT(flashpage::plan_stream_decode(std::vector<int64_t>(256, 1024), 8, 128, 132, roomy, 1, 10)
+                .num_partials,
+            0);
+}
+
+// P: the largest power of two dividing Hkv with B * P <= blocks and 4+ KV heads per part,
+// where the virtual rows then fill the blocks (within 10%), on pages of whole 8-token boxes.
+TEST(StreamDecodePlan, HeadPartsPolicy) {
+  using flashpage::stream_decode_head_parts;
+  EXPECT_EQ(stream_decode_head_parts(64, 8, 16, 132), 2);
+  EXPECT_EQ(stream_decode_head_parts(64, 32, 16, 132), 2);
+  EXPECT_EQ(stream_decode_head_parts(33, 16, 16, 132), 4);
+  EXPECT_EQ(stream_decode_head_parts(60, 8, 16, 132), 2);   // 120 rows: within 10% of 132
+  EXPECT_EQ(stream_decode_head_parts(50, 8, 16, 132), 1);   // 100 rows would be cut anyway
+  EXPECT_EQ(stream_decode_head_parts(16, 8, 16, 132), 1);   // 32 rows: cut anyway
+  EXPECT_EQ(stream_decode_head_parts(1, 8, 16, 132), 1);
+  EXPECT_EQ(stream_decode_head_parts(128, 8, 16, 132), 1);  // fills the blocks as it is
+  EXPECT_EQ(stream_decode_head_parts(64, 2, 16, 132), 1);   // parts of fewer than 4 heads
+  EXPECT_EQ(stream_decode_head_parts(64, 8, 1, 132), 1);    // page 1: single-token copies
+  EXPECT_EQ(stream_decode_head_parts(64, 8, 12, 132), 1);   // no whole boxes
+  EXPECT_EQ(stream_decode_head_parts(0, 8, 16, 132), 1);
+}
+
 TEST(StreamDecodePlan, TooFewSlotsForWarpPartialsIsAnError) {
   // Two warps share each KV head at Hkv = 2, D = 256: every row needs two slots.
   EXPECT_THROW(flashpage::plan_stream_decode({10, 10}, 2, 256, 4, 3), flashpage::Error);

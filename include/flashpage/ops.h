@@ -84,6 +84,9 @@ struct Plan {
   int64_t kv_chunk = 0;      // tokens per KV chunk chosen by the planner
   int64_t kv_tokens = 0;     // prefill: K/V tokens of all rows (sizes the kernel's L2 bands)
   int64_t paired_work = 0;   // prefill: leading items whose pairs (2p, 2p+1) are one query range
+  int64_t head_parts = 1;    // decode on the streamed CUDA kernel: each row's KV heads run as
+                             // this many separate work rows (set by the batch size and shapes
+                             // alone, so a graph replays any re-plan of the same batch)
   uint64_t generation = 0;   // which plan_* call made it (numbered across all workspaces)
 };
 

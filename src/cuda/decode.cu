@@ -72,19 +72,23 @@ __global__ void __launch_bounds__(kMergeThreads)
       ints + items_offset + int64_t(num_work) * Workspace::Impl::kWorkFields;
   const float* partial_lse = a.partial_out + int64_t(num_partials) * a.num_qo_heads * head_dim;
 
+  // `batch` counts virtual rows (decode_args.h, head_parts_log2): virtual row v is row
+  // v >> log2 P's query heads [(v % P) * Hq / P, +Hq / P).
   const int quads = head_dim / 4;
+  const int part_heads = a.num_qo_heads >> a.head_parts_log2;
   const int64_t thread = int64_t(blockIdx.x) * kMergeThreads + threadIdx.x;
   const int64_t unit = thread / group_lanes;
   const int sub = int(thread % group_lanes);
-  const bool in_range = unit < int64_t(batch) * a.num_qo_heads * quads;
+  const bool in_range = unit < int64_t(batch) * part_heads * quads;
   int row = 0, head = 0, dim = 0, s0 = 0, s1 = 0;
   if (in_range) {
-    row = int(unit / (int64_t(a.num_qo_heads) * quads));
-    const int rest = int(unit - int64_t(row) * a.num_qo_heads * quads);
-    head = rest / quads;
-    dim = (rest - head * quads) * 4;
-    s0 = merge_indptr[row];
-    s1 = merge_indptr[row + 1];
+    const int vrow = int(unit / (int64_t(part_heads) * quads));
+    const int rest = int(unit - int64_t(vrow) * part_heads * quads);
+    row = vrow >> a.head_parts_log2;
+    head = (vrow - (row << a.head_parts_log2)) * part_heads + rest / quads;
+    dim = (rest % quads) * 4;
+    s0 = merge_indptr[vrow];
+    s1 = merge_indptr[vrow + 1];
   }
   if (early_plan) ptx::griddepcontrol_wait();  // every thread, before any partial is read
   auto lse_of = [&](int s) { return partial_lse[int64_t(s) * a.num_qo_heads + head]; };
@@ -319,6 +323,11 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
   args.scale = params.scale;
   args.logits_soft_cap = params.logits_soft_cap;
   args.window_left = params.window_left;
+  check::require(plan.head_parts >= 1 && (plan.head_parts & (plan.head_parts - 1)) == 0 &&
+                     plan.num_kv_heads % plan.head_parts == 0,
+                 "batch_decode: the plan's head_parts must be a power of two dividing ",
+                 plan.num_kv_heads, " KV heads, got ", plan.head_parts);
+  while ((int64_t(1) << args.head_parts_log2) < plan.head_parts) ++args.head_parts_log2;
 
   if (kernel == DecodeKernel::stream) {
     if (!stream_layout_ok(args)) {  // unaligned views: the generic kernel reads whole rows
@@ -327,7 +336,9 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     }
     StreamDecodeArgs sa;
     sa.d = args;
-    const int heads = StreamDecodeTiling::heads_per_block(args.num_kv_heads, int(plan.head_dim));
+    // Each block streams `heads` KV heads of one head part (Plan::head_parts).
+    const int heads = StreamDecodeTiling::heads_per_block(
+        int(args.num_kv_heads / plan.head_parts), int(plan.head_dim));
     sa.heads_per_block = heads;
     sa.query_groups = StreamDecodeTiling::query_groups(args.group_size);
     const int d = int(plan.head_dim);
@@ -374,8 +385,9 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     // plan splits more is still correct (the threads loop), only slower.
     int max_slots = 0;
     const int32_t* merge_indptr = ws.host_merge_indptr();
-    for (int64_t b = 0; b < plan.batch_size; ++b)
-      max_slots = std::max(max_slots, merge_indptr[b + 1] - merge_indptr[b]);
+    const int64_t rows = plan.batch_size * plan.head_parts;  // virtual rows
+    for (int64_t v = 0; v < rows; ++v)
+      max_slots = std::max(max_slots, merge_indptr[v + 1] - merge_indptr[v]);
     if (q.dtype() == DType::bf16)
       launch_merge<__nv_bfloat16>(args, int(plan.batch_size), int(plan.num_qo_heads),
                                   int(plan.head_dim), max_slots, int(ws.items_offset),

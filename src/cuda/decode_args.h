@@ -29,6 +29,10 @@ struct DecodeArgs {
   float scale = 1.0f;           // resolved softmax scale
   float logits_soft_cap = 0.0f; // > 0: cap * tanh(s / cap)
   int32_t window_left = -1;
+  // Streamed decode (Plan::head_parts = 2^head_parts_log2): work item rows and merge rows are
+  // virtual rows v = b * P + p, head part p holding KV heads [p * Hkv / P, +Hkv / P); 0 for
+  // the split kernel.
+  int32_t head_parts_log2 = 0;
 };
 
 // The streamed sm_90 kernel's launch record (decode_stream_kernel.cuh): the split kernel's

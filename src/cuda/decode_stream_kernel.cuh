@@ -68,6 +68,7 @@ struct StreamDecodeBlock {
 
   // Per-block constants.
   int heads, row_bytes, stage_tokens, stage_bytes, query_rows, sub_units;
+  int part_blocks;  // head blocks of a head part (an item's virtual row)
   int box_tokens;  // TMA: tokens per box (8 or 1); 0: bulk copies
   int box_bytes;   // TMA: what one box brings (box_tokens x heads x D)
   int box_stride;  // TMA: bytes from one box to the next in a stage
@@ -84,7 +85,8 @@ struct StreamDecodeBlock {
     box_bytes = box_tokens > 0 ? Tiling::tma_box_bytes(heads, kHeadDim, box_tokens) : 0;
     box_stride = box_tokens > 0 ? Tiling::tma_box_stride(heads, kHeadDim, box_tokens) : 0;
     query_rows = Tiling::query_rows(a.d.group_size);
-    sub_units = (a.d.num_kv_heads / heads) * a.query_groups;
+    part_blocks = (a.d.num_kv_heads >> a.d.head_parts_log2) / heads;
+    sub_units = part_blocks * a.query_groups;
     bars = ptx::smem_addr(smem);
     smem_base = smem;
     q_slot = bars + Tiling::kBarrierBytes;
@@ -113,7 +115,7 @@ struct StreamDecodeBlock {
   // What one sub-unit of an item covers. Both roles derive it the same way, so their stage
   // sequences agree without talking to each other.
   struct SubUnit {
-    int row, lo, hi, slot;
+    int row, lo, hi, slot;  // row: the batch row (the item's is a virtual row)
     int start;      // first token of the first stage: lo, or lo rounded down to a TMA box
     int kv_head0;   // first KV head of the block
     int q_offset;   // query head of (KV head kv_head0, row 0) minus kv_head0 * group
@@ -121,7 +123,7 @@ struct StreamDecodeBlock {
   };
   __device__ __forceinline__ SubUnit sub_unit(const int4& item, int u) const {
     SubUnit s;
-    s.row = item.x;
+    s.row = batch_row(item.x);
     s.lo = item.y;
     s.hi = item.z;
     s.slot = item.w;
@@ -130,11 +132,17 @@ struct StreamDecodeBlock {
       s.lo = max(s.lo, length - 1 - a.d.window_left);  // keys before the window: not loaded
     }
     const int head_block = u / a.query_groups, query_group = u - head_block * a.query_groups;
-    s.kv_head0 = head_block * heads;
+    const int part = item.x - (s.row << a.d.head_parts_log2);
+    s.kv_head0 = (part * part_blocks + head_block) * heads;
     s.q_offset = query_group * Tiling::kRowsPerWarp;
     s.rows = min(Tiling::kRowsPerWarp, a.d.group_size - s.q_offset);
     s.start = box_tokens > 1 && s.lo < s.hi ? s.lo & ~(box_tokens - 1) : s.lo;
     return s;
+  }
+
+  // Work items name virtual rows b * P + p (decode_args.h, head_parts_log2).
+  __device__ __forceinline__ int batch_row(int virtual_row) const {
+    return virtual_row >> a.d.head_parts_log2;
   }
 
   // The block's item range sits right after the header (one load, no dependency on it);
@@ -162,14 +170,14 @@ struct StreamDecodeBlock {
   struct ProducerStart {
     int begin = 0, end = 0;
     int4 item = make_int4(0, 0, 0, 0);
-    int32_t page_base = 0;  // indptr[item.x]
+    int32_t page_base = 0;  // indptr[item's batch row]
   };
   __device__ __forceinline__ ProducerStart producer_start() const {
     ProducerStart p;
     block_items(p.begin, p.end);
     if (p.begin < p.end) {
       p.item = item_at(p.begin);
-      p.page_base = a.d.pages.indptr[p.item.x];
+      p.page_base = a.d.pages.indptr[batch_row(p.item.x)];
     }
     return p;
   }
@@ -309,7 +317,7 @@ struct StreamDecodeBlock {
           }
         }
       }
-      if (w + 1 < start.end) page_base = pt.indptr[next.x];
+      if (w + 1 < start.end) page_base = pt.indptr[batch_row(next.x)];
       item = next;
     }
   }

@@ -105,7 +105,7 @@ Plan publish(Workspace::Impl& w, void* stream, Plan plan, const std::vector<Work
   // Decode: partial outputs; prefill: the leading items that pair into whole query ranges
   // (the Hopper kernel sizes its schedule from it on the device, scheduler.cuh).
   w.host_ints[1] = int32_t(plan.kind == Plan::Kind::prefill ? plan.paired_work : plan.num_partials);
-  w.host_ints[2] = int32_t(plan.batch_size);
+  w.host_ints[2] = int32_t(plan.batch_size * plan.head_parts);  // the merge's (virtual) rows
   w.host_ints[3] = int32_t(kernel);
   std::copy(block_indptr.begin(), block_indptr.end(),
             w.host_ints.begin() + Workspace::Impl::kHeaderInts);
@@ -161,8 +161,11 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
   if (kernel == DecodeKernel::stream) {
     // Persistent blocks, one per SM, each given an equal share of the tokens.
     const int64_t blocks = detail::cuda_sm_count(ws.device().index);
+    plan.head_parts =
+        stream_decode_head_parts(plan.batch_size, plan.num_kv_heads, plan.page_size, blocks);
     StreamDecodeWork work =
-        plan_stream_decode(lengths, plan.num_kv_heads, plan.head_dim, blocks, max_partials);
+        plan_stream_decode(lengths, plan.num_kv_heads, plan.head_dim, blocks, max_partials,
+                           plan.head_parts, stream_decode_uncut_pct());
     plan.num_partials = work.num_partials;
     plan.grid = blocks;
     plan.kv_chunk = 0;  // pieces vary in length

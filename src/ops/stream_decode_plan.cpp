@@ -1,6 +1,7 @@
 #include "ops/stream_decode_plan.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 #include <queue>
 
@@ -87,14 +88,51 @@ std::vector<Piece> assign_rows(const std::vector<int64_t>& lengths, int64_t bloc
   return pieces;
 }
 
+// One whole virtual row per block (rows past the last block: none here, the caller checks).
+std::vector<Piece> one_row_per_block(const std::vector<int64_t>& lengths) {
+  std::vector<Piece> pieces;
+  for (size_t v = 0; v < lengths.size(); ++v)
+    pieces.push_back({int32_t(v), 0, int32_t(lengths[v]), int64_t(v)});
+  return pieces;
+}
+
+int64_t env_or(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoll(v) : fallback;
+}
+
 }  // namespace
 
-StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t num_kv_heads,
-                                    int64_t head_dim, int64_t blocks,
-                                    int64_t max_partials) {
+int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t page_size,
+                                 int64_t blocks) {
+  static const bool enabled = env_or("FLASHPAGE_DECODE_HEAD_PARTS", 1) != 0;
+  const int64_t pct = stream_decode_uncut_pct();
+  if (!enabled || pct == 0 || batch < 1 || page_size % Tiling::kTmaBoxTokens != 0) return 1;
+  int64_t parts = 1;
+  while (num_kv_heads % (2 * parts) == 0 &&
+         num_kv_heads / (2 * parts) >= Tiling::kMinConsumerWarps && batch * 2 * parts <= blocks)
+    parts *= 2;
+  // Parts pay only where the virtual rows then fill the blocks, so that equal rows run uncut.
+  return batch * parts * (100 + pct) >= blocks * 100 ? parts : 1;
+}
+
+int64_t stream_decode_uncut_pct() {
+  static const int64_t pct = std::max<int64_t>(0, env_or("FLASHPAGE_DECODE_UNCUT_PCT", 10));
+  return pct;
+}
+
+StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int64_t num_kv_heads,
+                                    int64_t head_dim, int64_t blocks, int64_t max_partials,
+                                    int64_t head_parts, int64_t uncut_pct) {
   check::require(blocks >= 1, "plan_decode: expected at least one block, got ", blocks);
-  const int heads = Tiling::heads_per_block(int(num_kv_heads), int(head_dim));
+  check::require(head_parts >= 1 && num_kv_heads % head_parts == 0, "plan_decode: ",
+                 head_parts, " head parts do not divide ", num_kv_heads, " KV heads");
+  const int heads = Tiling::heads_per_block(int(num_kv_heads / head_parts), int(head_dim));
   const int64_t warps_per_head = Tiling::warps_per_head(heads);
+  // Virtual row v = b * P + p: row b's head part p, as long as row b.
+  std::vector<int64_t> lengths;
+  lengths.reserve(row_lengths.size() * size_t(head_parts));
+  for (int64_t len : row_lengths) lengths.insert(lengths.end(), size_t(head_parts), len);
   const int64_t batch = int64_t(lengths.size());
   constexpr int64_t kOverhead = Tiling::kItemOverheadTokens;
 
@@ -119,6 +157,12 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
   }
   std::vector<Piece> pieces;
   fits(lo, &pieces);
+  // Uncut where every virtual row has a block of its own and the longest is within
+  // uncut_pct of the equal share `lo`: a block's share grows a little, the merge goes.
+  if (uncut_pct > 0 && batch >= 1 && batch <= blocks) {
+    const int64_t longest = *std::max_element(lengths.begin(), lengths.end()) + kOverhead;
+    if (longest * 100 <= lo * (100 + uncut_pct)) pieces = one_row_per_block(lengths);
+  }
 
   auto count_partials = [&](const std::vector<Piece>& ps) {
     std::vector<int64_t> per_row(size_t(batch), 0);

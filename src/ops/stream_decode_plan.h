@@ -3,6 +3,12 @@
 // share of the step's tokens. Rows are laid end to end and cut at the share boundaries, so a
 // long row spreads over many blocks and short rows pack into one; cut rows (and, where
 // several warps share a KV head, every row) write partials that the split merge combines.
+//
+// Work rows are *virtual rows*: row b's KV heads split into P head parts, virtual row
+// b * P + p holding KV heads [p * Hkv / P, (p + 1) * Hkv / P). Where the virtual rows fit
+// one per block and none is much longer than an equal share, none is cut: every block runs
+// one whole row and nothing is merged (the DRAM is shared, so the few blocks left idle cost
+// no bandwidth: bench/NOTES.md, sessions 17 and 24).
 #include <cstdint>
 #include <vector>
 
@@ -12,15 +18,31 @@ namespace flashpage {
 
 struct StreamDecodeWork {
   std::vector<WorkItem> items;         // grouped by block, in the order each block runs them
-  std::vector<int32_t> merge_indptr;   // [B+1]: row b's partial slots
+  std::vector<int32_t> merge_indptr;   // [B * P + 1]: virtual row v's partial slots
   std::vector<int32_t> block_indptr;   // [blocks+1]: block k runs items [k], [k+1])
   int64_t num_partials = 0;
 };
 
 // lengths: row lengths; blocks: persistent blocks of the launch (one per SM); max_partials:
-// how many partial slots the workspace holds (rows are not cut when cuts would need more).
+// how many partial slots the workspace holds (rows are not cut when cuts would need more);
+// head_parts: P (stream_decode_head_parts); uncut_pct: how much longer than an equal share
+// (in percent) the longest virtual row may be and still run uncut, one per block (0: always
+// cut to equal shares).
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t num_kv_heads,
-                                    int64_t head_dim, int64_t blocks,
-                                    int64_t max_partials);
+                                    int64_t head_dim, int64_t blocks, int64_t max_partials,
+                                    int64_t head_parts = 1, int64_t uncut_pct = 0);
+
+// P for a batch: the largest power of two dividing Hkv with B * P <= blocks and at least 4
+// KV heads per part (a block of fewer heads has several warps per head, each writing a
+// partial: a merge again), and only if the B * P virtual rows then fill the blocks to
+// within the uncut tolerance (else rows are cut anyway and P stays 1). Only where pages hold
+// whole 8-token TMA boxes (smaller head blocks mean smaller copies, which single-token
+// copies cannot afford: bench/NOTES.md, session 15). It depends only on what a captured
+// graph keeps across re-plans of one batch size, never on the lengths.
+// FLASHPAGE_DECODE_HEAD_PARTS=0 makes it 1 (for A/B runs).
+int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t page_size,
+                                 int64_t blocks);
+// The planner's uncut tolerance: FLASHPAGE_DECODE_UNCUT_PCT, 10 by default (0: off).
+int64_t stream_decode_uncut_pct();
 
 }  // namespace flashpage

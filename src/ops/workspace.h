@@ -3,12 +3,13 @@
 // CPU and CUDA runs read. Both devices use the same layout, so the planner is shared.
 //
 // Integer region (int32, device memory; a host mirror in `host_ints`):
-//   [0] num_work   [1] num_partials   [2] batch_size   [3] reserved
+//   [0] num_work   [1] num_partials   [2] batch rows (streamed decode: virtual rows,
+//   batch_size * Plan::head_parts)   [3] decode kernel
 //   [kHeaderInts ..)              streamed decode plans only: block_indptr, grid + 1 ints
 //                                 (block k runs items [k], [k+1]); first, at a fixed offset,
 //                                 so a block finds its range in one load; padded to 4 ints
 //   [items_offset ..)             num_work items of kWorkFields ints (see WorkItem)
-//   [merge_indptr_offset ..)      batch_size + 1 ints: row b's partial slots are
+//   [merge_indptr_offset ..)      rows + 1 ints (header [2]): row b's partial slots are
 //                                 merge_indptr[b] .. merge_indptr[b+1] (empty: no split)
 //   [qo_indptr_offset ..)         ragged prefill plans only: the region's last batch_size + 1
 //                                 ints, the planned qo_indptr (the runs' copy of the split:
@@ -27,7 +28,7 @@ namespace flashpage {
 // One unit of scheduled work: a row and a range of its KV tokens (decode), or a row and a
 // tile of its query tokens (prefill; kv range = the whole row).
 struct WorkItem {
-  int32_t row;
+  int32_t row;    // streamed decode: the virtual row b * Plan::head_parts + head part
   int32_t begin;  // decode: first KV token; prefill: first query token of the tile
   int32_t end;    // one past the last
   int32_t slot;   // decode: partial slot, or -1 when this item writes the final output
@@ -36,7 +37,7 @@ static_assert(sizeof(WorkItem) == 16);
 
 // The integer region: a header of kHeaderInts ints ([0] work items, [1] decode: partial
 // outputs, prefill: leading items that pair into whole query ranges (Plan::paired_work),
-// [2] batch rows, [3] decode kernel), then the items.
+// [2] batch rows (virtual rows for streamed decode), [3] decode kernel), then the items.
 struct Workspace::Impl {
   static constexpr int64_t kHeaderInts = 4;
   static constexpr int64_t kWorkFields = 4;
