@@ -37,8 +37,9 @@ struct DecodeTiling {
 // SM walks its share of the work list. A producer warp streams whole token rows of
 // `heads_per_block` KV heads (one bulk copy per token and K/V, any page size) into a ring of
 // shared-memory stages; consumer warps each own one KV head's 16 query-head rows (MMA M) and
-// a 16-token slice of every stage. Work items cover every KV head of a row's token range;
-// the block walks an item's head blocks and query-head groups as consecutive sub-units.
+// a 16-token slice of every stage. Work items cover every KV head of a (virtual) row's token
+// range (a virtual row: one of Plan::head_parts parts of a row's KV heads); the block walks
+// an item's head blocks and query-head groups as consecutive sub-units.
 struct StreamDecodeTiling {
   static constexpr int kRowsPerWarp = 16;     // query heads of one KV head per MMA M tile
   static constexpr int kSliceTokens = 16;     // tokens per consumer warp per stage (MMA K)
