@@ -167,14 +167,14 @@ TEST(CudaGraph, DecodeReplaysAfterRowsGrowAndReplan) {
   replay_after_replan({1000, 3000, 517, 2048}, {1500, 41000, 901, 70000}, true);
 }
 
-// A batch of about half as many rows as SMs: on the streamed kernel each row's 8 KV heads
-// run as two virtual rows (Plan::head_parts), equal lengths uncut (nothing merged), then
-// grown to unequal lengths that are cut and merged by the same graph.
-TEST(CudaGraph, DecodeReplaysHeadPartsAfterReplan) {
+// As many rows as SMs: equal lengths run uncut, one row per block (nothing merged; the
+// merge is captured all the same), then grow to unequal lengths that the re-plan cuts and
+// the same graph merges.
+TEST(CudaGraph, DecodeReplaysUncutPlanAfterReplan) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   int sms = 0;
   FP_TEST_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int64_t batch = std::max(1, sms / 2);
+  const int64_t batch = std::max(1, sms);
   const std::vector<int64_t> first(static_cast<size_t>(batch), 600);
   std::vector<int64_t> grown(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) grown[size_t(b)] = 600 + (b * 7919) % 6000;

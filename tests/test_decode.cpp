@@ -248,9 +248,12 @@ TEST(Decode, CudaHeadParts) {
     Workspace probe_ws(cuda0());
     sms = plan_decode(probe_ws, probe.host_table, probe.kv, 32).grid;
   }
+  const char* mode = std::getenv("FLASHPAGE_DECODE_HEAD_PARTS");
+  const bool default_policy = mode == nullptr || std::string(mode) == "1";
   auto expect = [&](int64_t parts, bool uncut) {
     return [=](const Plan& plan) {
-      if (!streamed) return;  // the split kernel's plans keep whole rows' heads together
+      // The split kernel's plans keep whole rows' heads together; the knob changes P.
+      if (!streamed || !default_policy) return;
       EXPECT_EQ(plan.head_parts, parts);
       if (uncut) {
         EXPECT_EQ(plan.num_partials, 0) << "equal rows that fit the blocks were cut";
@@ -266,14 +269,19 @@ TEST(Decode, CudaHeadParts) {
     return v;
   };
   const size_t ws = Workspace::kDefaultBytes;
-  FP_CASE(run_decode(rng, {uniform(sms / 2, 300), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
+  // 32 KV heads: parts of 16 (P = 2) or 8 (P = 4) keep blocks of 8 heads.
+  FP_CASE(run_decode(rng, {uniform(sms / 2, 300), 16, 32, 32, 128, KvLayout::NHD, DType::bf16},
                      cuda0(), ws, false, expect(2, true)));
-  FP_CASE(run_decode(rng, {ragged(sms / 2, 900), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
+  FP_CASE(run_decode(rng, {ragged(sms / 2, 900), 16, 64, 32, 128, KvLayout::NHD, DType::bf16},
                      cuda0(), ws, false, expect(2, false)));
-  FP_CASE(run_decode(rng, {uniform(sms / 4, 129), 8, 32, 16, 64, KvLayout::HND, DType::f16},
+  FP_CASE(run_decode(rng, {uniform(sms / 4, 129), 8, 32, 32, 64, KvLayout::HND, DType::f16},
                      cuda0(), ws, false, expect(4, true)));
+  // head_dim 256: blocks of 4 KV heads, so 8 heads make two parts.
   FP_CASE(run_decode(rng, {uniform(sms / 2, 250), 16, 16, 8, 256, KvLayout::NHD, DType::bf16, 100, 30.0f},
                      cuda0(), ws, false, expect(2, true)));
+  // Parts would halve the blocks' 8 heads: one part (FLASHPAGE_DECODE_HEAD_PARTS=2 allows it).
+  FP_CASE(run_decode(rng, {uniform(sms / 2, 300), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
+                     cuda0(), ws, false, expect(1, false)));
   // As many rows as SMs: one part, uncut; two KV heads (two warps per head: still merged).
   FP_CASE(run_decode(rng, {uniform(sms, 200), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
                      cuda0(), ws, false, expect(1, true)));

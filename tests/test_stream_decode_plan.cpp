@@ -147,8 +147,7 @@ TEST(StreamDecodePlan, HeadPartsCoverEveryVirtualRow) {
 // nothing to merge; rows of unequal lengths, or more rows than blocks, are still cut.
 TEST(StreamDecodePlan, RowsThatFitTheBlocksStayWhole) {
   const int64_t roomy = 1 << 20;
-  // 32/8/128, B = 64, L = 4096: P = 2, 128 virtual rows of 4 KV heads on 132 blocks.
-  ASSERT_EQ(flashpage::stream_decode_head_parts(64, 8, 16, 132), 2);
+  // B = 64, L = 4096, Hkv = 8 in two parts: 128 virtual rows of 4 KV heads on 132 blocks.
   const std::vector<int64_t> uniform(64, 4096);
   const StreamDecodeWork whole = flashpage::plan_stream_decode(uniform, 8, 128, 132, roomy, 2, 10);
   EXPECT_EQ(whole.num_partials, 0);
@@ -168,22 +167,23 @@ TEST(StreamDecodePlan, RowsThatFitTheBlocksStayWhole) {
             0);
 }
 
-// P: the largest power of two dividing Hkv with B * P <= blocks and 4+ KV heads per part,
-// where the virtual rows then fill the blocks (within 10%), on pages of whole 8-token boxes.
+// P: the largest power of two dividing Hkv with B * P <= blocks whose parts keep the blocks'
+// KV-head count, where the virtual rows then fill the blocks (within 10%), on pages of whole
+// 8-token boxes.
 TEST(StreamDecodePlan, HeadPartsPolicy) {
   using flashpage::stream_decode_head_parts;
-  EXPECT_EQ(stream_decode_head_parts(64, 8, 16, 132), 2);
-  EXPECT_EQ(stream_decode_head_parts(64, 32, 16, 132), 2);
-  EXPECT_EQ(stream_decode_head_parts(33, 16, 16, 132), 4);
-  EXPECT_EQ(stream_decode_head_parts(60, 8, 16, 132), 2);   // 120 rows: within 10% of 132
-  EXPECT_EQ(stream_decode_head_parts(50, 8, 16, 132), 1);   // 100 rows would be cut anyway
-  EXPECT_EQ(stream_decode_head_parts(16, 8, 16, 132), 1);   // 32 rows: cut anyway
-  EXPECT_EQ(stream_decode_head_parts(1, 8, 16, 132), 1);
-  EXPECT_EQ(stream_decode_head_parts(128, 8, 16, 132), 1);  // fills the blocks as it is
-  EXPECT_EQ(stream_decode_head_parts(64, 2, 16, 132), 1);   // parts of fewer than 4 heads
-  EXPECT_EQ(stream_decode_head_parts(64, 8, 1, 132), 1);    // page 1: single-token copies
-  EXPECT_EQ(stream_decode_head_parts(64, 8, 12, 132), 1);   // no whole boxes
-  EXPECT_EQ(stream_decode_head_parts(0, 8, 16, 132), 1);
+  EXPECT_EQ(stream_decode_head_parts(64, 32, 128, 16, 132), 2);   // 16 heads a part, 8 a block
+  EXPECT_EQ(stream_decode_head_parts(33, 32, 128, 16, 132), 4);
+  EXPECT_EQ(stream_decode_head_parts(60, 16, 128, 16, 132), 2);   // 120 rows: within 10%
+  EXPECT_EQ(stream_decode_head_parts(50, 16, 128, 16, 132), 1);   // 100 rows: cut anyway
+  EXPECT_EQ(stream_decode_head_parts(64, 8, 256, 16, 132), 2);    // 4 heads a block at 256
+  EXPECT_EQ(stream_decode_head_parts(64, 8, 128, 16, 132), 1);    // would halve the blocks' 8
+  EXPECT_EQ(stream_decode_head_parts(16, 32, 128, 16, 132), 1);   // 64 rows: cut anyway
+  EXPECT_EQ(stream_decode_head_parts(128, 32, 128, 16, 132), 1);  // fills the blocks as it is
+  EXPECT_EQ(stream_decode_head_parts(64, 2, 128, 16, 132), 1);
+  EXPECT_EQ(stream_decode_head_parts(64, 32, 128, 1, 132), 1);    // page 1: single-token copies
+  EXPECT_EQ(stream_decode_head_parts(64, 32, 128, 12, 132), 1);   // no whole boxes
+  EXPECT_EQ(stream_decode_head_parts(0, 32, 128, 16, 132), 1);
 }
 
 TEST(StreamDecodePlan, TooFewSlotsForWarpPartialsIsAnError) {

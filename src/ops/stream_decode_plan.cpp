@@ -103,14 +103,17 @@ int64_t env_or(const char* name, int64_t fallback) {
 
 }  // namespace
 
-int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t page_size,
-                                 int64_t blocks) {
-  static const bool enabled = env_or("FLASHPAGE_DECODE_HEAD_PARTS", 1) != 0;
+int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t head_dim,
+                                 int64_t page_size, int64_t blocks) {
+  static const int64_t mode = env_or("FLASHPAGE_DECODE_HEAD_PARTS", 1);
   const int64_t pct = stream_decode_uncut_pct();
-  if (!enabled || pct == 0 || batch < 1 || page_size % Tiling::kTmaBoxTokens != 0) return 1;
+  if (mode == 0 || pct == 0 || batch < 1 || page_size % Tiling::kTmaBoxTokens != 0) return 1;
+  // Mode 1: only while a part keeps the blocks' head count; mode 2: down to 4 KV heads.
+  const int64_t min_heads =
+      mode == 1 ? Tiling::heads_per_block(int(num_kv_heads), int(head_dim)) : Tiling::kMinConsumerWarps;
   int64_t parts = 1;
-  while (num_kv_heads % (2 * parts) == 0 &&
-         num_kv_heads / (2 * parts) >= Tiling::kMinConsumerWarps && batch * 2 * parts <= blocks)
+  while (num_kv_heads % (2 * parts) == 0 && num_kv_heads / (2 * parts) >= min_heads &&
+         batch * 2 * parts <= blocks)
     parts *= 2;
   // Parts pay only where the virtual rows then fill the blocks, so that equal rows run uncut.
   return batch * parts * (100 + pct) >= blocks * 100 ? parts : 1;

@@ -32,16 +32,16 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
                                     int64_t head_dim, int64_t blocks, int64_t max_partials,
                                     int64_t head_parts = 1, int64_t uncut_pct = 0);
 
-// P for a batch: the largest power of two dividing Hkv with B * P <= blocks and at least 4
-// KV heads per part (a block of fewer heads has several warps per head, each writing a
-// partial: a merge again), and only if the B * P virtual rows then fill the blocks to
-// within the uncut tolerance (else rows are cut anyway and P stays 1). Only where pages hold
-// whole 8-token TMA boxes (smaller head blocks mean smaller copies, which single-token
-// copies cannot afford: bench/NOTES.md, session 15). It depends only on what a captured
-// graph keeps across re-plans of one batch size, never on the lengths.
-// FLASHPAGE_DECODE_HEAD_PARTS=0 makes it 1 (for A/B runs).
-int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t page_size,
-                                 int64_t blocks);
+// P for a batch: the largest power of two dividing Hkv with B * P <= blocks whose parts
+// keep the blocks' KV-head count (heads_per_block), and only if the B * P virtual rows then
+// fill the blocks to within the uncut tolerance (else rows are cut anyway and P stays 1);
+// only where pages hold whole 8-token TMA boxes. Measured on an H100 (bench/NOTES.md,
+// session 24): parts that halve the blocks' heads (8 -> 4) made 64 x 512 3.6-4.4% faster but
+// random-length batches 2% slower, so they stay behind FLASHPAGE_DECODE_HEAD_PARTS=2 (down
+// to 4 KV heads per part); =0 makes P 1. It depends only on what a captured graph keeps
+// across re-plans of one batch size, never on the lengths.
+int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t head_dim,
+                                 int64_t page_size, int64_t blocks);
 // The planner's uncut tolerance: FLASHPAGE_DECODE_UNCUT_PCT, 10 by default (0: off).
 int64_t stream_decode_uncut_pct();
 
