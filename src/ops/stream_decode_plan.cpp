@@ -136,7 +136,7 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int
   std::vector<int64_t> lengths;
   lengths.reserve(row_lengths.size() * size_t(head_parts));
   for (int64_t len : row_lengths) lengths.insert(lengths.end(), size_t(head_parts), len);
-  const int64_t batch = int64_t(lengths.size());
+  const int64_t rows = int64_t(lengths.size());  // virtual rows
   constexpr int64_t kOverhead = Tiling::kItemOverheadTokens;
 
   // Every sub-unit of an item costs the same, so shares are counted in tokens of one. The
@@ -162,13 +162,13 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int
   fits(lo, &pieces);
   // Uncut where every virtual row has a block of its own and the longest is within
   // uncut_pct of the equal share `lo`: a block's share grows a little, the merge goes.
-  if (uncut_pct > 0 && batch >= 1 && batch <= blocks) {
+  if (uncut_pct > 0 && rows >= 1 && rows <= blocks) {
     const int64_t longest = *std::max_element(lengths.begin(), lengths.end()) + kOverhead;
     if (longest * 100 <= lo * (100 + uncut_pct)) pieces = one_row_per_block(lengths);
   }
 
   auto count_partials = [&](const std::vector<Piece>& ps) {
-    std::vector<int64_t> per_row(size_t(batch), 0);
+    std::vector<int64_t> per_row(size_t(rows), 0);
     for (const Piece& p : ps) ++per_row[size_t(p.row)];
     int64_t n = 0;
     for (int64_t c : per_row)
@@ -186,9 +186,9 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int
   std::vector<std::vector<size_t>> by_row(lengths.size());
   for (size_t i = 0; i < pieces.size(); ++i) by_row[size_t(pieces[i].row)].push_back(i);
   std::vector<int32_t> slot_of(pieces.size(), -1);
-  work.merge_indptr.assign(size_t(batch) + 1, 0);
+  work.merge_indptr.assign(size_t(rows) + 1, 0);
   int32_t slot = 0;
-  for (int64_t b = 0; b < batch; ++b) {
+  for (int64_t b = 0; b < rows; ++b) {
     const auto& ids = by_row[size_t(b)];
     if (ids.size() > 1 || warps_per_head > 1)
       for (size_t i : ids) {
