@@ -185,12 +185,17 @@ struct Consumer {
   // already released (kEarlyQRelease), O staged in the warp's own buffer.
   __device__ __forceinline__ void finish(const TileRegs& c, const float (&o)[kDimTiles][4],
                                          const RowSoftmax<kKeyTiles>& softmax) const {
+    const bool stores = (a.ablate & 4) == 0;
+    if (a.ablate & 8) {  // timing experiment: no epilogue
+      if constexpr (!kEarlyQRelease) release(c.q_stage);
+      return;
+    }
     if constexpr (kEarlyQRelease) {
-      Epilogue<T, kHeadDim>{a.k, s.o_warp_staging((t >> 5) | (wg << 2)), wg, t}.store_warp_staged(
-          slot(c.slot).tile, o, softmax.m, softmax.d);
+      Epilogue<T, kHeadDim>{a.k, s.o_warp_staging((t >> 5) | (wg << 2)), wg, t, stores}
+          .store_warp_staged(slot(c.slot).tile, o, softmax.m, softmax.d);
     } else {
-      Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t}.store(slot(c.slot).tile, o,
-                                                                      softmax.m, softmax.d);
+      Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t, stores}.store(
+          slot(c.slot).tile, o, softmax.m, softmax.d);
       release(c.q_stage);
     }
   }

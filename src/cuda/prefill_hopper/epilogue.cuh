@@ -34,6 +34,7 @@ struct Epilogue {
   const prefill_tc::KernelArgs& k;
   uint8_t* staging;
   int wg, t;  // consumer warpgroup (0, 1) and thread in it
+  bool stores = true;  // false: O is staged but not stored (HopperArgs::ablate bit 2)
 
   __device__ __forceinline__ void sync() const { sm90::named_sync(kEpilogueBarrier + wg, 128); }
 
@@ -101,7 +102,7 @@ struct Epilogue {
       const int row_in_warp = pass * kWarpRowsPerPass + sub_row;
       T* dst = reinterpret_cast<T*>(
           __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_out), row_in_warp));
-      if (dst == nullptr) continue;  // past the tile's rows
+      if (dst == nullptr || !stores) continue;  // past the tile's rows
       const int r = warp_row0 + row_in_warp;
       const uint4 value =
           *reinterpret_cast<const uint4*>(staging + tile_chunk_offset(r, chunk, Cfg::kBlockM));
@@ -142,7 +143,7 @@ struct Epilogue {
         T* dst = reinterpret_cast<T*>(
             __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(w.lane_out),
                         Cfg::kOStagingRows * h + row));
-        if (dst != nullptr)  // past the tile's rows
+        if (dst != nullptr && stores)  // past the tile's rows
           *reinterpret_cast<uint4*>(dst + chunk * (kChunkBytes / Cfg::kElemBytes)) =
               *reinterpret_cast<const uint4*>(staging + offset(row, chunk));
       }

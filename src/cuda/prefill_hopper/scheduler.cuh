@@ -62,7 +62,9 @@ struct HopperArgs {
   int row_major = 1;
   bool fold = false;        // causal: fold the units when each block gets two tiles
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
-  // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual).
+  // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual),
+  // bit 2 = the epilogue stages O but stores nothing to global memory, bit 3 = no epilogue
+  // (the Q stage is released, nothing is staged or stored).
   int ablate = 0;
   // The consumer warpgroups take turns issuing their GEMMs (consumer_mainloop.cuh); 0 lets
   // them issue freely (FLASHPAGE_PREFILL_PINGPONG=0, an A/B knob: results stay correct).
