@@ -17,6 +17,7 @@
 // tensor cores from the wgmma until the wgmma_wait that covers it; ordinary writes to them
 // must precede a wgmma_fence. fence_operands pins those points for the compiler.
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/prefill_hopper/consumer_softmax.cuh"
 #include "cuda/prefill_hopper/epilogue.cuh"
@@ -211,23 +212,35 @@ struct Consumer {
     for (int dt = 0; dt < kDimTiles; ++dt) o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
   }
 
+  struct NothingBetween {
+    __device__ __forceinline__ void operator()() const {}
+  };
+
   // S of K/V tile n of tile c issued before O += P V of the previous K/V tile (p: of this M
   // tile, or of the previous one at a tile boundary); `softmax(acc, n)` runs on S between
   // the two waits, while the P V may still run. On return the P V has completed and the K
-  // and V stages are released.
-  template <class Softmax>
+  // and V stages are released. `between` (the previous tile's epilogue, run()) runs after
+  // the S GEMM is issued and before the P V is: the tensor cores work on S meanwhile, and
+  // the other warpgroup has the turn.
+  template <class Softmax, class Between = NothingBetween>
   __device__ __forceinline__ void overlapped_step(Rings& r, const TileRegs& c, int n,
                                                   float (&acc)[kKeyTiles][4],
                                                   float (&o)[kDimTiles][4],
-                                                  uint32_t (&p)[kPvSteps][4], Softmax&& softmax) const {
+                                                  uint32_t (&p)[kPvSteps][4], Softmax&& softmax,
+                                                  Between&& between = Between{}) const {
+    constexpr bool kBetween = !std::is_same_v<std::decay_t<Between>, NothingBetween>;
     r.k.wait_full(s.k_full);
     sm90::fence_proxy_async();
     sched_wait();
     qk(acc, c.q_desc, s.k_tile(r.k.stage));
+    if constexpr (kBetween) {
+      sched_pass();
+      between();
+    }
     r.v.wait_full(s.v_full);
     sm90::fence_proxy_async();
     pv(o, p, s.v_tile(r.v.stage));
-    sched_pass();
+    if constexpr (!kBetween) sched_pass();
     sm90::wgmma_wait<1>();  // S_n is done (the P V may still run)
     sm90::fence_operands(acc);
     sm90::mbarrier_arrive(r.k.bar(s.k_empty));
@@ -277,8 +290,9 @@ struct Consumer {
       softmax.update(acc, logits(acc, c.n_end - 1, c.rk, c.all), o_scale);
       pack_p(p, acc);
 
+      int n_first = c.n_end - 2;  // the tile's first K/V tile of the loop below
       for (;;) {
-        for (int n = c.n_end - 2; n >= c.n_begin; --n) {
+        for (int n = n_first; n >= c.n_begin; --n) {
           overlapped_step(r, c, n, acc, o, p, [&](float (&s_n)[kKeyTiles][4], int key_tile) {
             release_early(c, key_tile);
             if ((a.ablate & 1) == 0) {
@@ -303,10 +317,29 @@ struct Consumer {
                               next_softmax.update(s_n, logits(s_n, key_tile, next.rk, next.all),
                                                   o_scale);  // o_scale: O starts at zero
                             });
-            finish(c, o, softmax);
-            softmax = next_softmax;
-            zero(o);
-            pack_p(p, acc);
+            n_first = next.n_end - 2;
+            if (a.late_epilogue && n_first >= next.n_begin) {
+              // This tile's epilogue behind the next tile's second S GEMM (HopperArgs).
+              pack_p(p, acc);
+              overlapped_step(
+                  r, next, n_first, acc, o, p,
+                  [&](float (&s_n)[kKeyTiles][4], int key_tile) {
+                    softmax.update(s_n, logits(s_n, key_tile, next.rk, next.all), o_scale);
+                  },
+                  [&] {
+                    finish(c, o, softmax);
+                    softmax = next_softmax;
+                    zero(o);
+                  });
+              rescale_rows(o, o_scale);
+              pack_p(p, acc);
+              --n_first;
+            } else {
+              finish(c, o, softmax);
+              softmax = next_softmax;
+              zero(o);
+              pack_p(p, acc);
+            }
             c = next;
             continue;
           }

@@ -99,7 +99,9 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
 // FLASHPAGE_PREFILL_TMA=0 loads every K/V tile by cp.async (kv_tma.h),
 // FLASHPAGE_PREFILL_TMA_PROMOTION=0|128|256 sets the K/V maps' L2 promotion (256 by default),
 // FLASHPAGE_PREFILL_FOLD=0 strides causal schedules unit by unit (scheduler.cuh, folding),
-// FLASHPAGE_PREFILL_ROW_MAJOR=0 orders non-causal ragged ranges rank-major (HopperArgs).
+// FLASHPAGE_PREFILL_ROW_MAJOR=0 orders non-causal ragged ranges rank-major (HopperArgs),
+// FLASHPAGE_PREFILL_LATE_EPILOGUE=1 runs a tile's epilogue behind the next tile's second S
+// GEMM (HopperArgs::late_epilogue).
 struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
@@ -108,6 +110,7 @@ struct HopperKnobs {
   int tma_promotion = 256;
   bool fold = true;
   bool row_major = true;
+  bool late_epilogue = false;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -121,6 +124,8 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_FOLD")) k.fold = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_ROW_MAJOR"))
       k.row_major = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_LATE_EPILOGUE"))
+      k.late_epilogue = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -144,6 +149,7 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   a.ablate = hopper_knobs().ablate;
   a.pingpong = hopper_knobs().pingpong ? 1 : 0;
   a.row_major = hopper_knobs().row_major ? 1 : 0;
+  a.late_epilogue = hopper_knobs().late_epilogue ? 1 : 0;
   prefill_tc::KernelArgs& k = a.k;
   k.p = p;
   k.paged = p.page_indices != nullptr;

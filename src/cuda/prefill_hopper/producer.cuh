@@ -245,7 +245,7 @@ struct Producer {
       if (!resolve_m_tile<kBlockN>(a, sched, vt, t)) continue;
       const bool empty = t.n_end <= t.n_begin;
       q_ring.wait_empty(s.q_empty);
-      if (!empty) load_q(t, s.q_tile(q_ring.stage));
+      if (!empty && (a.ablate & 16) == 0) load_q(t, s.q_tile(q_ring.stage));
       publish(t, empty ? TileSlot::kEmpty : TileSlot::kRun, q_ring);
       q_ring.advance();
       if (empty) continue;

@@ -64,11 +64,16 @@ struct HopperArgs {
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
   // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual),
   // bit 2 = the epilogue stages O but stores nothing to global memory, bit 3 = no epilogue
-  // (the Q stage is released, nothing is staged or stored).
+  // (the Q stage is released, nothing is staged or stored), bit 4 = the producer copies no
+  // Q (stale Q stages).
   int ablate = 0;
   // The consumer warpgroups take turns issuing their GEMMs (consumer_mainloop.cuh); 0 lets
   // them issue freely (FLASHPAGE_PREFILL_PINGPONG=0, an A/B knob: results stay correct).
   int pingpong = 1;
+  // At a tile boundary (two or more Q stages), the finished tile's epilogue runs after the
+  // next tile's second S GEMM is issued rather than before it (consumer_mainloop.cuh);
+  // FLASHPAGE_PREFILL_LATE_EPILOGUE=0|1, an A/B knob (results stay correct).
+  int late_epilogue = 0;
   KvTma kv_tma;  // K/V tensor maps (kv_tma.h); box_rows 0: cp.async only
 
   // Ragged queries whose longest row the host does not know (tiles_per_row, units and
