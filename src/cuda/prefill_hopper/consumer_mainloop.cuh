@@ -138,6 +138,10 @@ struct Consumer {
   // cannot load before this tile's last S GEMM released the stage (kEarlyQRelease): tiles run
   // one after another, the next Q loading while this tile's last softmax, P V and epilogue run.
   static constexpr bool kCrossTile = Cfg::kQStages > 1;
+  // HopperArgs::late_epilogue at which a tile's epilogue moves behind the next tile's second
+  // S GEMM. That also frees the tile's Q stage a step later, and with two Q stages the stage
+  // is the one the tile after next loads its Q into: so level 2 for two stages, 1 for three.
+  static constexpr int kLateEpilogueLevel = Cfg::kQStages >= 3 ? 1 : 2;
   static constexpr bool kEarlyQRelease = Cfg::kEarlyQRelease;
   static_assert(!(kCrossTile && kEarlyQRelease), "the next tile's S GEMM needs this tile's slot");
 
@@ -318,7 +322,7 @@ struct Consumer {
                                                   o_scale);  // o_scale: O starts at zero
                             });
             n_first = next.n_end - 2;
-            if (a.late_epilogue && n_first >= next.n_begin) {
+            if (a.late_epilogue >= kLateEpilogueLevel && n_first >= next.n_begin) {
               // This tile's epilogue behind the next tile's second S GEMM (HopperArgs).
               pack_p(p, acc);
               overlapped_step(
