@@ -32,6 +32,10 @@ namespace flashpage::cuda::prefill_hopper {
 
 constexpr uint32_t kSchedulerBarrier = 1;  // + consumer warpgroup (ids 1, 2)
 
+#ifndef FLASHPAGE_PREFILL_LATE_EPILOGUE
+#define FLASHPAGE_PREFILL_LATE_EPILOGUE 0  // Consumer::kLateEpilogue
+#endif
+
 template <class T, int kHeadDim>
 struct Consumer {
   using Cfg = TileConfig<kHeadDim>;
@@ -138,10 +142,13 @@ struct Consumer {
   // cannot load before this tile's last S GEMM released the stage (kEarlyQRelease): tiles run
   // one after another, the next Q loading while this tile's last softmax, P V and epilogue run.
   static constexpr bool kCrossTile = Cfg::kQStages > 1;
-  // HopperArgs::late_epilogue at which a tile's epilogue moves behind the next tile's second
-  // S GEMM. That also frees the tile's Q stage a step later, and with two Q stages the stage
-  // is the one the tile after next loads its Q into: so level 2 for two stages, 1 for three.
-  static constexpr int kLateEpilogueLevel = Cfg::kQStages >= 3 ? 1 : 2;
+  // A finished tile's epilogue behind the next tile's second S GEMM (run()), an experiment
+  // built only with FLASHPAGE_PREFILL_LATE_EPILOGUE (a compile definition, so the default
+  // kernel is not touched by it: bench/NOTES.md, session 25): 1 with three Q stages (head_dim
+  // 64), 2 also with two (head_dim 128). The late epilogue also frees the tile's Q stage a
+  // step later, and with two stages that is the stage the tile after next loads its Q into.
+  static constexpr bool kLateEpilogue =
+      kCrossTile && FLASHPAGE_PREFILL_LATE_EPILOGUE >= (Cfg::kQStages >= 3 ? 1 : 2);
   static constexpr bool kEarlyQRelease = Cfg::kEarlyQRelease;
   static_assert(!(kCrossTile && kEarlyQRelease), "the next tile's S GEMM needs this tile's slot");
 
@@ -322,28 +329,31 @@ struct Consumer {
                                                   o_scale);  // o_scale: O starts at zero
                             });
             n_first = next.n_end - 2;
-            if (a.late_epilogue >= kLateEpilogueLevel && n_first >= next.n_begin) {
-              // This tile's epilogue behind the next tile's second S GEMM (HopperArgs).
-              pack_p(p, acc);
-              overlapped_step(
-                  r, next, n_first, acc, o, p,
-                  [&](float (&s_n)[kKeyTiles][4], int key_tile) {
-                    softmax.update(s_n, logits(s_n, key_tile, next.rk, next.all), o_scale);
-                  },
-                  [&] {
-                    finish(c, o, softmax);
-                    softmax = next_softmax;
-                    zero(o);
-                  });
-              rescale_rows(o, o_scale);
-              pack_p(p, acc);
-              --n_first;
-            } else {
-              finish(c, o, softmax);
-              softmax = next_softmax;
-              zero(o);
-              pack_p(p, acc);
+            if constexpr (kLateEpilogue) {
+              if (n_first >= next.n_begin) {
+                // This tile's epilogue behind the next tile's second S GEMM.
+                pack_p(p, acc);
+                overlapped_step(
+                    r, next, n_first, acc, o, p,
+                    [&](float (&s_n)[kKeyTiles][4], int key_tile) {
+                      softmax.update(s_n, logits(s_n, key_tile, next.rk, next.all), o_scale);
+                    },
+                    [&] {
+                      finish(c, o, softmax);
+                      softmax = next_softmax;
+                      zero(o);
+                    });
+                rescale_rows(o, o_scale);
+                pack_p(p, acc);
+                --n_first;
+                c = next;
+                continue;
+              }
             }
+            finish(c, o, softmax);
+            softmax = next_softmax;
+            zero(o);
+            pack_p(p, acc);
             c = next;
             continue;
           }

@@ -99,10 +99,7 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
 // FLASHPAGE_PREFILL_TMA=0 loads every K/V tile by cp.async (kv_tma.h),
 // FLASHPAGE_PREFILL_TMA_PROMOTION=0|128|256 sets the K/V maps' L2 promotion (256 by default),
 // FLASHPAGE_PREFILL_FOLD=0 strides causal schedules unit by unit (scheduler.cuh, folding),
-// FLASHPAGE_PREFILL_ROW_MAJOR=0 orders non-causal ragged ranges rank-major (HopperArgs),
-// FLASHPAGE_PREFILL_LATE_EPILOGUE=0|1|2 runs a tile's epilogue behind the next tile's second
-// S GEMM: never, at head_dim 64, also at head_dim 128 (HopperArgs::late_epilogue; not yet
-// measured, bench/NOTES.md session 25).
+// FLASHPAGE_PREFILL_ROW_MAJOR=0 orders non-causal ragged ranges rank-major (HopperArgs).
 struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
@@ -111,7 +108,6 @@ struct HopperKnobs {
   int tma_promotion = 256;
   bool fold = true;
   bool row_major = true;
-  int late_epilogue = 0;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -125,8 +121,6 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_FOLD")) k.fold = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_ROW_MAJOR"))
       k.row_major = std::atoi(v) != 0;
-    if (const char* v = std::getenv("FLASHPAGE_PREFILL_LATE_EPILOGUE"))
-      k.late_epilogue = std::atoi(v);
     return k;
   }();
   return knobs;
@@ -150,7 +144,6 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   a.ablate = hopper_knobs().ablate;
   a.pingpong = hopper_knobs().pingpong ? 1 : 0;
   a.row_major = hopper_knobs().row_major ? 1 : 0;
-  a.late_epilogue = hopper_knobs().late_epilogue;
   prefill_tc::KernelArgs& k = a.k;
   k.p = p;
   k.paged = p.page_indices != nullptr;

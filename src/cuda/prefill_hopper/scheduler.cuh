@@ -70,11 +70,6 @@ struct HopperArgs {
   // The consumer warpgroups take turns issuing their GEMMs (consumer_mainloop.cuh); 0 lets
   // them issue freely (FLASHPAGE_PREFILL_PINGPONG=0, an A/B knob: results stay correct).
   int pingpong = 1;
-  // At a tile boundary, the finished tile's epilogue runs after the next tile's second S
-  // GEMM is issued rather than before it (consumer_mainloop.cuh): 0 never, 1 with three or
-  // more Q stages (head_dim 64), 2 also with two (head_dim 128; head_dim 256's single stage
-  // never overlaps tiles). FLASHPAGE_PREFILL_LATE_EPILOGUE, an A/B knob (results stay correct).
-  int late_epilogue = 0;
   KvTma kv_tma;  // K/V tensor maps (kv_tma.h); box_rows 0: cp.async only
 
   // Ragged queries whose longest row the host does not know (tiles_per_row, units and
