@@ -9,16 +9,19 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build/device}"
 # name=unit[:extra nvcc flags]: the experiments that only a compile definition builds
-# (prefill_hopper_late2: bench/NOTES.md, session 25) are checked too, so they do not rot.
+# (prefill_hopper_late2, _reg: bench/NOTES.md, session 25) are checked too, so they do not
+# rot; several definitions are separated by commas.
 units="prefill_hopper_bf16 prefill_hopper_f16 decode_stream_bf16 decode_stream_f16
-       prefill_hopper_late2=prefill_hopper_bf16:-DFLASHPAGE_PREFILL_LATE_EPILOGUE=2"
+       prefill_hopper_late2=prefill_hopper_bf16:-DFLASHPAGE_PREFILL_LATE_EPILOGUE=2
+       prefill_hopper_reg=prefill_hopper_bf16:-DFLASHPAGE_PREFILL_REG_EPILOGUE=1
+       prefill_hopper_reg_late2=prefill_hopper_bf16:-DFLASHPAGE_PREFILL_REG_EPILOGUE=1,-DFLASHPAGE_PREFILL_LATE_EPILOGUE=2"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 for entry in $units; do
   u=${entry%%=*}
   spec=${entry#*=}
   src=${spec%%:*}
-  flags=$([ "$spec" != "${spec#*:}" ] && echo "${spec#*:}")
+  flags=$([ "$spec" != "${spec#*:}" ] && echo "${spec#*:}" | tr ',' ' ')
   cmd=$(cd "$build" && ninja -t commands 2>/dev/null | grep nvcc | grep "/$src.cu.o" | head -1)
   if [ -z "$cmd" ]; then echo "check_kernel_resources: no nvcc command for $src in $build"; exit 1; fi
   cmd=$(echo "$cmd" | sed "s| -o [^ ]*\.o| -o $tmp/$u.o|; s| -MD -MT [^ ]* -MF [^ ]*||")

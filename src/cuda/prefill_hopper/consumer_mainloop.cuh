@@ -35,6 +35,9 @@ constexpr uint32_t kSchedulerBarrier = 1;  // + consumer warpgroup (ids 1, 2)
 #ifndef FLASHPAGE_PREFILL_LATE_EPILOGUE
 #define FLASHPAGE_PREFILL_LATE_EPILOGUE 0  // Consumer::kLateEpilogue
 #endif
+#ifndef FLASHPAGE_PREFILL_REG_EPILOGUE
+#define FLASHPAGE_PREFILL_REG_EPILOGUE 0  // Consumer::finish, Epilogue::store_from_registers
+#endif
 
 template <class T, int kHeadDim>
 struct Consumer {
@@ -205,6 +208,9 @@ struct Consumer {
     if constexpr (kEarlyQRelease) {
       Epilogue<T, kHeadDim>{a.k, s.o_warp_staging((t >> 5) | (wg << 2)), wg, t, stores}
           .store_warp_staged(slot(c.slot).tile, o, softmax.m, softmax.d);
+    } else if constexpr (FLASHPAGE_PREFILL_REG_EPILOGUE != 0) {
+      Epilogue<T, kHeadDim>{a.k, nullptr, wg, t, stores}.store_from_registers(
+          slot(c.slot).tile, o, softmax.m, softmax.d, [&] { release(c.q_stage); });
     } else {
       Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t, stores}.store(
           slot(c.slot).tile, o, softmax.m, softmax.d);

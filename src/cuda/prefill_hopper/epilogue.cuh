@@ -151,6 +151,74 @@ struct Epilogue {
     }
   }
 
+  // An experiment (FLASHPAGE_PREFILL_REG_EPILOGUE, bench/NOTES.md session 25): O stored
+  // straight from the accumulators, without shared memory. The four lanes of a quad hold one
+  // row's 8-column blocks two columns (one 32-bit word) each; a 4 x 4 transpose of words
+  // inside the quad (two exchanges, transpose_quad) gives each lane a whole block, stored as
+  // 16 bytes (each 8-row store then writes whole 32-byte sectors). With no staging, the
+  // tile's slot is the last thing read from shared memory, so `release` (the Q stage) runs
+  // right after the rows are resolved and the LSE is written, before the shuffles and stores.
+  template <class Release>
+  __device__ __forceinline__ void store_from_registers(const MTile& tile,
+                                                       const float (&o)[Cfg::kDimTiles][4],
+                                                       const float (&m)[2], const float (&d)[2],
+                                                       Release&& release) const {
+    static_assert(Cfg::kDimTiles % 4 == 0, "blocks go four at a time through a quad");
+    const int lane = t & 31;
+    const WarpRows w = warp_rows(tile, d, lane);
+    prefill_tc::write_lse(k, tile.g, tile.rows, tile.b, w.row0, lane, m, w.d);
+    release();
+    const int q = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float inv = w.d[h] > 0.0f ? 1.0f / w.d[h] : 0.0f;
+      // Accumulator row lane / 4 + 8 h of the warp's 16 (lane_out: lanes 0..15).
+      T* const row = reinterpret_cast<T*>(__shfl_sync(
+          0xffffffffu, reinterpret_cast<uintptr_t>(w.lane_out), (lane >> 2) + 8 * h));
+#pragma unroll
+      for (int j = 0; j < Cfg::kDimTiles / 4; ++j) {
+        uint32_t x[4];  // x[b]: this lane's word q of block 4 j + b
+#pragma unroll
+        for (int b = 0; b < 4; ++b)
+          x[b] = ptx::pack2<T>(o[4 * j + b][2 * h] * inv, o[4 * j + b][2 * h + 1] * inv);
+        transpose_quad(x, q);  // x[s]: lane s's word of block 4 j + q
+        if (row != nullptr && stores)  // past the tile's rows; ablation bit 2
+          *reinterpret_cast<uint4*>(row + (4 * j + q) * (kChunkBytes / Cfg::kElemBytes)) =
+              make_uint4(x[0], x[1], x[2], x[3]);
+      }
+    }
+  }
+
+  // Lane q of a quad holds row q of a 4 x 4 matrix of words (x[c] = M[q][c]); afterwards it
+  // holds column q (x[r] = M[r][q]). First the off-diagonal 2 x 2 blocks swap (lane q ^ 2),
+  // then each 2 x 2 block transposes (lane q ^ 1).
+  static __device__ __forceinline__ void transpose_quad(uint32_t (&x)[4], int q) {
+    {
+      const bool low = (q & 2) == 0;  // rows 0, 1: send columns 2, 3; rows 2, 3: columns 0, 1
+      const uint32_t r0 = __shfl_xor_sync(0xffffffffu, low ? x[2] : x[0], 2);
+      const uint32_t r1 = __shfl_xor_sync(0xffffffffu, low ? x[3] : x[1], 2);
+      if (low) {
+        x[2] = r0;
+        x[3] = r1;
+      } else {
+        x[0] = r0;
+        x[1] = r1;
+      }
+    }
+    {
+      const bool even = (q & 1) == 0;  // keeps words 0 and 2 (column q), sends 1 and 3
+      const uint32_t r0 = __shfl_xor_sync(0xffffffffu, even ? x[1] : x[0], 1);
+      const uint32_t r1 = __shfl_xor_sync(0xffffffffu, even ? x[3] : x[2], 1);
+      if (even) {
+        x[1] = r0;
+        x[3] = r1;
+      } else {
+        x[0] = r0;
+        x[2] = r1;
+      }
+    }
+  }
+
   // A tile whose rows see no key: zeros and -inf, nothing staged.
   __device__ __forceinline__ void store_empty(const MTile& tile) const {
     const int chunk = t % Cfg::kChunks;
