@@ -193,29 +193,23 @@ struct Epilogue {
   // holds column q (x[r] = M[r][q]). First the off-diagonal 2 x 2 blocks swap (lane q ^ 2),
   // then each 2 x 2 block transposes (lane q ^ 1).
   static __device__ __forceinline__ void transpose_quad(uint32_t (&x)[4], int q) {
-    {
-      const bool low = (q & 2) == 0;  // rows 0, 1: send columns 2, 3; rows 2, 3: columns 0, 1
-      const uint32_t r0 = __shfl_xor_sync(0xffffffffu, low ? x[2] : x[0], 2);
-      const uint32_t r1 = __shfl_xor_sync(0xffffffffu, low ? x[3] : x[1], 2);
-      if (low) {
-        x[2] = r0;
-        x[3] = r1;
-      } else {
-        x[0] = r0;
-        x[1] = r1;
-      }
-    }
-    {
-      const bool even = (q & 1) == 0;  // keeps words 0 and 2 (column q), sends 1 and 3
-      const uint32_t r0 = __shfl_xor_sync(0xffffffffu, even ? x[1] : x[0], 1);
-      const uint32_t r1 = __shfl_xor_sync(0xffffffffu, even ? x[3] : x[2], 1);
-      if (even) {
-        x[1] = r0;
-        x[3] = r1;
-      } else {
-        x[0] = r0;
-        x[2] = r1;
-      }
+    exchange_words<2>(x, q);
+    exchange_words<1>(x, q);
+  }
+  // With lane q ^ kBit: the two words whose index differs from q in bit kBit go across and
+  // the partner's come back in their place.
+  template <int kBit>
+  static __device__ __forceinline__ void exchange_words(uint32_t (&x)[4], int q) {
+    constexpr int kStride = kBit ^ 3;  // index distance of the two words exchanged
+    const bool low = (q & kBit) == 0;
+    const uint32_t r0 = __shfl_xor_sync(0xffffffffu, low ? x[kBit] : x[0], kBit);
+    const uint32_t r1 = __shfl_xor_sync(0xffffffffu, low ? x[kBit + kStride] : x[kStride], kBit);
+    if (low) {
+      x[kBit] = r0;
+      x[kBit + kStride] = r1;
+    } else {
+      x[0] = r0;
+      x[kStride] = r1;
     }
   }
 
