@@ -21,17 +21,19 @@ for e in "${experiments[@]}"; do
   out="$PWD/.devpack/$name"
   tmp="$(mktemp -d)"
   cp "$build/libflashpage.a" "$tmp/libflashpage.a"
+  pids=()
   for unit in prefill_hopper_bf16 prefill_hopper_f16; do
     cmd=$(echo "$cmds" | grep nvcc | grep "/$unit.cu.o" | head -1)
     cmd=$(echo "$cmd" | sed "s| -o [^ ]*\\.o| -o $tmp/$unit.cu.o|; s| -MD -MT [^ ]* -MF [^ ]*||")
     (cd "$build" && eval "$cmd $defs") &
+    pids+=($!)
   done
-  wait
+  for pid in "${pids[@]}"; do wait "$pid" || { echo "pack_experiments: $name did not compile"; exit 1; }; done
   (cd "$tmp" && ar r libflashpage.a prefill_hopper_bf16.cu.o prefill_hopper_f16.cu.o)
   mkdir -p "$out"
   for bin in bench/prefill_bench tests/test_prefill_hopper; do
     link=$(echo "$cmds" | grep -E -- "-o $bin( |$)" | tail -1)
-    link=$(echo "$link" | sed "s| libflashpage.a | $tmp/libflashpage.a |; s| -o $bin | -o $out/$(basename "$bin") |")
+    link=$(echo "$link" | sed "s| libflashpage.a | $tmp/libflashpage.a |g; s| -o $bin | -o $out/$(basename "$bin") |")
     (cd "$build" && eval "$link")
     strip --strip-debug "$out/$(basename "$bin")"
     gzip -f "$out/$(basename "$bin")"
