@@ -122,6 +122,7 @@ for stage in $STAGES; do
       # Other builds of prefill_bench on the same shapes (A/B of kernel versions that no env
       # knob switches): name=path, rows tagged _name.
       for alt in ${PREFILL_ALT_BINS:-}; do
+        [ -x "${alt#*=}" ] || [ ! -f "${alt#*=}.gz" ] || gunzip -kf "${alt#*=}.gz"  # pack_experiments.sh
         FLASHPAGE_BENCH_LABEL="${alt%%=*}" timeout "${BENCH_TIMEOUT:-300}" "${alt#*=}" ${PREFILL_ARGS:-} \
           >>"$OUT/prefill_bench.jsonl" 2>>"$OUT/prefill_bench.err"
         note "prefill_bench (${alt%%=*}: ${alt#*=}) rc=$?"
@@ -163,6 +164,23 @@ for stage in $STAGES; do
       gzip -f "$OUT/ncu_prefill${NCU_TAG:-}_sass.csv" && mv "$OUT/ncu_prefill${NCU_TAG:-}_sass.csv.gz" "$OUT/ncu_prefill${NCU_TAG:-}_sass.csv.gz.log"
       rm -f "$OUT/ncu_prefill${NCU_TAG:-}.ncu-rep"
       note "ncu_prefill${NCU_TAG:-}: $(grep -E 'Duration|Compute \(SM\) Throughput|Issued Warp' "$OUT/ncu_prefill${NCU_TAG:-}.log" | tr -s ' ' | tr '\n' ';' | head -c 300)"
+      ;;
+    exptests)
+      # The tests of kernel experiments that only a compile definition builds
+      # (bench/pack_experiments.sh packs them as .devpack/<name>/*.gz): EXPERIMENTS="late2 reg",
+      # each test_prefill_hopper whole, then memcheck on EXP_SAN_FILTER (if set).
+      for e in ${EXPERIMENTS:-}; do
+        d=".devpack/$e"
+        if [ ! -f "$d/test_prefill_hopper.gz" ]; then note "exptests $e: no $d/test_prefill_hopper.gz"; continue; fi
+        gunzip -kf "$d"/*.gz
+        timeout "${TEST_TIMEOUT:-150}" "$d/test_prefill_hopper" --gtest_brief=1 >"$OUT/exp_$e.log" 2>&1
+        note "exptests $e: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/exp_$e.log" | tr '\n' ' ' | head -c 200)"
+        if [ -n "${EXP_SAN_FILTER:-}" ]; then
+          timeout "${SAN_TIMEOUT:-120}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+            "$d/test_prefill_hopper" --gtest_filter="$EXP_SAN_FILTER" --gtest_brief=1 >"$OUT/exp_san_$e.log" 2>&1
+          note "exptests $e memcheck: rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/exp_san_$e.log" | tail -1)"
+        fi
+      done
       ;;
     demo)
       timeout 120 "$BUILD/tools/flashpage" demo >"$OUT/demo.log" 2>&1
