@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <cstdint>
 
@@ -323,11 +324,11 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
   args.scale = params.scale;
   args.logits_soft_cap = params.logits_soft_cap;
   args.window_left = params.window_left;
-  check::require(plan.head_parts >= 1 && (plan.head_parts & (plan.head_parts - 1)) == 0 &&
+  check::require(plan.head_parts >= 1 && std::has_single_bit(uint64_t(plan.head_parts)) &&
                      plan.num_kv_heads % plan.head_parts == 0,
                  "batch_decode: the plan's head_parts must be a power of two dividing ",
                  plan.num_kv_heads, " KV heads, got ", plan.head_parts);
-  while ((int64_t(1) << args.head_parts_log2) < plan.head_parts) ++args.head_parts_log2;
+  args.head_parts_log2 = std::countr_zero(uint64_t(plan.head_parts));
 
   if (kernel == DecodeKernel::stream) {
     if (!stream_layout_ok(args)) {  // unaligned views: the generic kernel reads whole rows
