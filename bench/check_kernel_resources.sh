@@ -8,29 +8,26 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build/device}"
-# name=unit[:extra nvcc flags]: the experiments that only a compile definition builds
-# (prefill_hopper_late2, _reg: bench/NOTES.md, session 25) are checked too, so they do not
-# rot; several definitions are separated by commas.
-units="prefill_hopper_bf16 prefill_hopper_f16 decode_stream_bf16 decode_stream_f16
-       prefill_hopper_late2=prefill_hopper_bf16:-DFLASHPAGE_PREFILL_LATE_EPILOGUE=2
-       prefill_hopper_reg=prefill_hopper_bf16:-DFLASHPAGE_PREFILL_REG_EPILOGUE=1
-       prefill_hopper_reg_late2=prefill_hopper_bf16:-DFLASHPAGE_PREFILL_REG_EPILOGUE=1,-DFLASHPAGE_PREFILL_LATE_EPILOGUE=2"
+source bench/experiments.sh
+# name:unit:extra nvcc flags. The experiments (bench/experiments.sh) are checked too, on the
+# bf16 unit, so they do not rot.
+entries=(prefill_hopper_bf16:prefill_hopper_bf16: prefill_hopper_f16:prefill_hopper_f16:
+         decode_stream_bf16:decode_stream_bf16: decode_stream_f16:decode_stream_f16:)
+for e in "${KERNEL_EXPERIMENTS[@]}"; do
+  entries+=("prefill_hopper_${e%%=*}:prefill_hopper_bf16:$(experiment_defines "$e")")
+done
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-for entry in $units; do
-  u=${entry%%=*}
-  spec=${entry#*=}
-  src=${spec%%:*}
-  flags=$([ "$spec" != "${spec#*:}" ] && echo "${spec#*:}" | tr ',' ' ')
-  cmd=$(cd "$build" && ninja -t commands 2>/dev/null | grep nvcc | grep "/$src.cu.o" | head -1)
+for entry in "${entries[@]}"; do
+  IFS=: read -r u src flags <<<"$entry"
+  cmd=$(unit_nvcc_command "$build" "$src" "$tmp/$u.o")
   if [ -z "$cmd" ]; then echo "check_kernel_resources: no nvcc command for $src in $build"; exit 1; fi
-  cmd=$(echo "$cmd" | sed "s| -o [^ ]*\.o| -o $tmp/$u.o|; s| -MD -MT [^ ]* -MF [^ ]*||")
   (cd "$build" && eval "$cmd $flags -Xptxas -v" >"$tmp/$u.log" 2>&1) &
 done
 wait
 status=0
-for entry in $units; do
-  u=${entry%%=*}
+for entry in "${entries[@]}"; do
+  u=${entry%%:*}
   spills=$(grep -E "bytes spill (stores|loads)" "$tmp/$u.log" | grep -vc " 0 bytes spill stores, 0 bytes spill loads")
   serial=$(grep -c "C75[0-9][0-9]" "$tmp/$u.log")
   regs=$(grep -o "Used [0-9]* registers" "$tmp/$u.log" | sort -u | tr '\n' ' ')

@@ -5,26 +5,24 @@
 # (bench/device_run.sh: PREFILL_ALT_BINS). Only the two prefill_hopper units are recompiled
 # with the definitions; the binaries are relinked against a copy of build/device's library
 # with those two objects replaced. Run bench/pack_device_build.sh first (it builds
-# build/device). Usage: bench/pack_experiments.sh [name=DEF=V[,DEF=V...] ...]
+# build/device). Usage: bench/pack_experiments.sh [name=DEF=V[,DEF=V...] ...] (default: the
+# experiments of bench/experiments.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build/device
+source bench/experiments.sh
 experiments=("$@")
-if [ ${#experiments[@]} -eq 0 ]; then
-  experiments=(late2=FLASHPAGE_PREFILL_LATE_EPILOGUE=2 reg=FLASHPAGE_PREFILL_REG_EPILOGUE=1
-               reg_late2=FLASHPAGE_PREFILL_REG_EPILOGUE=1,FLASHPAGE_PREFILL_LATE_EPILOGUE=2)
-fi
-cmds=$(cd "$build" && ninja -t commands bench/prefill_bench tests/test_prefill_hopper)
+[ ${#experiments[@]} -gt 0 ] || experiments=("${KERNEL_EXPERIMENTS[@]}")
+links=$(cd "$build" && ninja -t commands bench/prefill_bench tests/test_prefill_hopper)
 for e in "${experiments[@]}"; do
   name=${e%%=*}
-  defs=$(echo "${e#*=}" | tr ',' '\n' | sed 's/^/-D/' | tr '\n' ' ')
+  defs=$(experiment_defines "$e")
   out="$PWD/.devpack/$name"
   tmp="$(mktemp -d)"
   cp "$build/libflashpage.a" "$tmp/libflashpage.a"
   pids=()
   for unit in prefill_hopper_bf16 prefill_hopper_f16; do
-    cmd=$(echo "$cmds" | grep nvcc | grep "/$unit.cu.o" | head -1)
-    cmd=$(echo "$cmd" | sed "s| -o [^ ]*\\.o| -o $tmp/$unit.cu.o|; s| -MD -MT [^ ]* -MF [^ ]*||")
+    cmd=$(unit_nvcc_command "$build" "$unit" "$tmp/$unit.cu.o")
     (cd "$build" && eval "$cmd $defs") &
     pids+=($!)
   done
@@ -32,7 +30,7 @@ for e in "${experiments[@]}"; do
   (cd "$tmp" && ar r libflashpage.a prefill_hopper_bf16.cu.o prefill_hopper_f16.cu.o)
   mkdir -p "$out"
   for bin in bench/prefill_bench tests/test_prefill_hopper; do
-    link=$(echo "$cmds" | grep -E -- "-o $bin( |$)" | tail -1)
+    link=$(echo "$links" | grep -E -- "-o $bin( |$)" | tail -1)
     link=$(echo "$link" | sed "s| libflashpage.a | $tmp/libflashpage.a |g; s| -o $bin | -o $out/$(basename "$bin") |")
     (cd "$build" && eval "$link")
     strip --strip-debug "$out/$(basename "$bin")"
