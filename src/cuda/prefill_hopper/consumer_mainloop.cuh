@@ -39,7 +39,8 @@ constexpr uint32_t kSchedulerBarrier = 1;  // + consumer warpgroup (ids 1, 2)
 #define FLASHPAGE_PREFILL_REG_EPILOGUE 0  // Consumer::finish, Epilogue::store_from_registers
 #endif
 
-template <class T, int kHeadDim>
+// kPairs: the block runs a cluster's pairs of tiles (Producer, kernel.cuh).
+template <class T, int kHeadDim, bool kPairs = false>
 struct Consumer {
   using Cfg = TileConfig<kHeadDim>;
   static constexpr int kBlockN = Cfg::kBlockN;
@@ -184,6 +185,16 @@ struct Consumer {
   __device__ __forceinline__ void release(int q_stage) const {
     sm90::mbarrier_arrive(s.q_empty + kBarrierBytes * uint32_t(q_stage));
   }
+  // A K or V stage this warpgroup has finished reading ("empty" barrier `bar`); in a cluster
+  // (kPairs) each warp also tells the peer block, whose producer refills the stage in
+  // both blocks (pipeline.cuh, init_barriers).
+  __device__ __forceinline__ void release_kv(uint32_t bar) const {
+    sm90::mbarrier_arrive(bar);
+    if constexpr (kPairs) {
+      __syncwarp();
+      if (lane == 0) sm90::mbarrier_arrive_cluster(bar, sm90::cluster_ctarank() ^ 1u);
+    }
+  }
   __device__ __forceinline__ void begin(TileRegs& c, int q_stage, int slot_index) const {
     const TileSlot& sl = slot(slot_index);
     c.q_stage = q_stage;
@@ -260,13 +271,13 @@ struct Consumer {
     if constexpr (!kBetween) sched_pass();
     sm90::wgmma_wait<1>();  // S_n is done (the P V may still run)
     sm90::fence_operands(acc);
-    sm90::mbarrier_arrive(r.k.bar(s.k_empty));
+    release_kv(r.k.bar(s.k_empty));
     r.k.advance();
     softmax(acc, n);
     sm90::wgmma_wait<0>();  // P V done: O and P are ours again
     sm90::fence_operands(o);
     sm90::fence_operands(p);
-    sm90::mbarrier_arrive(r.v.bar(s.v_empty));
+    release_kv(r.v.bar(s.v_empty));
     r.v.advance();
   }
 
@@ -301,7 +312,7 @@ struct Consumer {
       qk(acc, c.q_desc, s.k_tile(r.k.stage));
       sm90::wgmma_wait<0>();
       sm90::fence_operands(acc);
-      sm90::mbarrier_arrive(r.k.bar(s.k_empty));
+      release_kv(r.k.bar(s.k_empty));
       r.k.advance();
       release_early(c, c.n_end - 1);
       softmax.update(acc, logits(acc, c.n_end - 1, c.rk, c.all), o_scale);
@@ -370,7 +381,7 @@ struct Consumer {
         pv(o, p, s.v_tile(r.v.stage));
         sm90::wgmma_wait<0>();
         sm90::fence_operands(o);
-        sm90::mbarrier_arrive(r.v.bar(s.v_empty));
+        release_kv(r.v.bar(s.v_empty));
         r.v.advance();
         finish(c, o, softmax);
         if constexpr (!kCrossTile) state = acquire(r, q_stage, slot_index);

@@ -27,23 +27,32 @@ constexpr int kConsumerRegs = 224;
 constexpr int kRegsPerThreadAtLaunch = 168;
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 384 * kRegsPerThreadAtLaunch);
 
-template <class T, int kHeadDim>
+// kPairs (only in a FLASHPAGE_PREFILL_CLUSTER build): launched in clusters of two blocks that
+// share K/V tiles (scheduler.cuh, cluster_pair).
+template <class T, int kHeadDim, bool kPairs = false>
 __global__ void __launch_bounds__(TileConfig<kHeadDim>::kThreads, 1)
     prefill_hopper_kernel(const __grid_constant__ HopperArgs args) {
 #if defined(FP_HOPPER_DEVICE)
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const SmemPlan<kHeadDim> plan(smem_raw);
-  if (threadIdx.x == 0) plan.init_barriers();
+  if (threadIdx.x == 0) plan.init_barriers(kPairs);
   __syncthreads();
+  // The peer's barriers exist before anything signals them.
+  if constexpr (kPairs) sm90::cluster_sync();
   // Warp-uniform by construction (one shuffle source), as setmaxnreg requires.
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
   if (warpgroup == 0) {
     sm90::setmaxnreg_dec<kProducerRegs>();
     const int warp = int(threadIdx.x) / 32;
-    Producer<T, kHeadDim>{args, plan, warp, int(threadIdx.x) & 31}.run();
+    Producer<T, kHeadDim, kPairs>{args, plan, warp, int(threadIdx.x) & 31}.run();
   } else {
     sm90::setmaxnreg_inc<kConsumerRegs>();
-    Consumer<T, kHeadDim>(args, plan, warpgroup - 1).run();
+    Consumer<T, kHeadDim, kPairs>(args, plan, warpgroup - 1).run();
+  }
+  if constexpr (kPairs) {
+    // Neither block leaves while the other may still arrive on its barriers.
+    __syncwarp();
+    sm90::cluster_sync();
   }
 #endif
 }

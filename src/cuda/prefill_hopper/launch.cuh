@@ -2,6 +2,10 @@
 // Host launch of one (dtype, head_dim) instance of the Hopper prefill kernel.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+
+#include "core/check.h"
+
 #include "cuda/cuda_check.h"
 #include "cuda/kernel_attributes.h"
 #include "cuda/prefill_hopper/kernel.cuh"
@@ -9,8 +13,38 @@
 
 namespace flashpage::cuda::prefill_hopper {
 
+// The cluster kernel (FLASHPAGE_PREFILL_CLUSTER builds): `grid` blocks in clusters of two
+// (an even number), cut to the clusters the device holds at once (the schedule is
+// persistent).
+template <class T, int kHeadDim>
+void launch_pairs(const HopperArgs& args, int grid, cudaStream_t stream) {
+  using Cfg = TileConfig<kHeadDim>;
+  constexpr auto kernel = &prefill_hopper_kernel<T, kHeadDim, true>;
+  allow_shared_memory<kernel>(Cfg::kSmemLaunchBytes);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(grid));
+  config.blockDim = dim3(Cfg::kThreads);
+  config.dynamicSmemBytes = Cfg::kSmemLaunchBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = 2;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  FP_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+  check::require(clusters >= 1, "prefill: no cluster of two blocks fits this device");
+  config.gridDim = dim3(unsigned(2 * std::min(grid / 2, clusters)));
+  FP_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
+}
+
 template <class T, int kHeadDim>
 void launch(const HopperArgs& args, int grid, cudaStream_t stream) {
+  if constexpr (kClusterBuild) {
+    if (args.cluster) return launch_pairs<T, kHeadDim>(args, grid, stream);
+  }
   using Cfg = TileConfig<kHeadDim>;
   constexpr auto kernel = &prefill_hopper_kernel<T, kHeadDim>;
   allow_shared_memory<kernel>(Cfg::kSmemLaunchBytes);

@@ -34,6 +34,11 @@ struct Ring {
   __device__ __forceinline__ void wait_empty(uint32_t base) const {
     sm90::mbarrier_wait(bar(base), phase ^ 1u);
   }
+  // A K/V ring filled for both blocks of a cluster (FLASHPAGE_PREFILL_CLUSTER): the stage is
+  // free once the consumers of both have released it.
+  __device__ __forceinline__ void wait_empty_cluster(uint32_t base) const {
+    sm90::mbarrier_wait_cluster(bar(base), phase ^ 1u);
+  }
   // The tile slot of a Q ring's use (SmemPlan::tile_slot), without another register: the
   // stage, or for a one-stage ring the parity of the uses so far (the phase).
   __device__ __forceinline__ int slot() const { return kStages == 1 ? int(phase) : stage; }
@@ -86,8 +91,11 @@ struct SmemPlan {
     return base + Cfg::kOStagingOffset + warp * Cfg::kOStagingWarpBytes;
   }
 
-  // One thread, before the block's first __syncthreads.
-  __device__ __forceinline__ void init_barriers() const {
+  // One thread, before the block's first __syncthreads. `cluster`: the K/V stages are
+  // multicast to both blocks of a cluster, and each consumer warp of the peer block also
+  // arrives once on this block's K/V "empty" barriers (Consumer::release_kv).
+  __device__ __forceinline__ void init_barriers(bool cluster = false) const {
+    const uint32_t kv_releases = kConsumerThreads + (cluster ? kConsumerThreads / 32 : 0u);
     for (int i = 0; i < Cfg::kQStages; ++i) {
       // + 1: the producer thread that wrote the stage's tile slot arrives once more.
       sm90::mbarrier_init(q_full + kBarrierBytes * i, kProducerThreads + 1);
@@ -95,11 +103,11 @@ struct SmemPlan {
     }
     for (int i = 0; i < Cfg::kKStages; ++i) {
       sm90::mbarrier_init(k_full + kBarrierBytes * i, kProducerThreads);
-      sm90::mbarrier_init(k_empty + kBarrierBytes * i, kConsumerThreads);
+      sm90::mbarrier_init(k_empty + kBarrierBytes * i, kv_releases);
     }
     for (int i = 0; i < Cfg::kVStages; ++i) {
       sm90::mbarrier_init(v_full + kBarrierBytes * i, kProducerThreads);
-      sm90::mbarrier_init(v_empty + kBarrierBytes * i, kConsumerThreads);
+      sm90::mbarrier_init(v_empty + kBarrierBytes * i, kv_releases);
     }
     sm90::fence_barrier_init();
   }

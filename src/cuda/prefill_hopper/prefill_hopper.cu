@@ -99,7 +99,8 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
 // FLASHPAGE_PREFILL_TMA=0 loads every K/V tile by cp.async (kv_tma.h),
 // FLASHPAGE_PREFILL_TMA_PROMOTION=0|128|256 sets the K/V maps' L2 promotion (256 by default),
 // FLASHPAGE_PREFILL_FOLD=0 strides causal schedules unit by unit (scheduler.cuh, folding),
-// FLASHPAGE_PREFILL_ROW_MAJOR=0 orders non-causal ragged ranges rank-major (HopperArgs).
+// FLASHPAGE_PREFILL_ROW_MAJOR=0 orders non-causal ragged ranges rank-major (HopperArgs),
+// FLASHPAGE_PREFILL_MULTICAST=0 keeps a FLASHPAGE_PREFILL_CLUSTER build off clusters.
 struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
@@ -108,6 +109,7 @@ struct HopperKnobs {
   int tma_promotion = 256;
   bool fold = true;
   bool row_major = true;
+  bool multicast = true;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -121,6 +123,8 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_FOLD")) k.fold = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_ROW_MAJOR"))
       k.row_major = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_MULTICAST"))
+      k.multicast = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -214,11 +218,24 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     a.fold = prefill_hopper::fold_pays(m);
   }
   if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p, hopper_knobs().tma_promotion);
+  int launch_grid = grid;
+  if constexpr (prefill_hopper::kClusterBuild) {
+    // Pairs of tiles on clusters of two blocks (scheduler.cuh, cluster_pair): where every
+    // tile of a row sees the same keys, K/V go by TMA, and the pairs' order is known.
+    a.cluster = hopper_knobs().multicast && p.work_ints == nullptr && !p.causal &&
+                        p.window_left < 0 && a.row_major && a.kv_tma.box_rows > 0 &&
+                        (a.subtiles == 1 || a.subtiles % 2 == 0) && !a.fold
+                    ? 1
+                    : 0;
+    if (a.cluster)
+      launch_grid = 2 * int(std::min<int64_t>((busy_tiles + 1) / 2,
+                                              std::max(device_facts().sms / 2, 1)));
+  }
 
   if (p.dtype == DType::bf16)
-    dispatch_head_dim<__nv_bfloat16>(a, grid, stream);
+    dispatch_head_dim<__nv_bfloat16>(a, launch_grid, stream);
   else
-    dispatch_head_dim<__half>(a, grid, stream);
+    dispatch_head_dim<__half>(a, launch_grid, stream);
   return true;
 }
 

@@ -95,7 +95,10 @@ struct KvRowSource {
   }
 };
 
-template <class T, int kHeadDim>
+// kPairs: the block runs its tiles of a cluster's pairs (scheduler.cuh, cluster_pair) and
+// shares K/V tiles with the peer block: a kernel of its own (kernel.cuh), since a runtime
+// branch between the two loops spilled the load warpgroup's registers.
+template <class T, int kHeadDim, bool kPairs = false>
 struct Producer {
   using Cfg = TileConfig<kHeadDim>;
   static constexpr int kBlockN = Cfg::kBlockN;
@@ -170,8 +173,15 @@ struct Producer {
       const uint32_t dst = tile + uint32_t((col_block * kBlockN + row) * kSwizzleRowBytes);
       const int c1 = m.token_dim == 1 ? token : t.kv_head;
       const int c2 = m.token_dim == 1 ? t.kv_head : token;
-      sm90::tma_load_3d(dst, &m.map, full, col_block * (kSwizzleRowBytes / Cfg::kElemBytes), c1,
-                        c2);
+      const int c0 = col_block * (kSwizzleRowBytes / Cfg::kElemBytes);
+      if constexpr (kPairs) {
+        // The slices of warps 0-1 come from rank 0, those of 2-3 from rank 1, each into both
+        // blocks; the other block's warp announced the same bytes on its own barrier above.
+        if (warp / (kProducerWarps / 2) == int(sm90::cluster_ctarank()))
+          sm90::tma_load_3d_multicast(dst, &m.map, full, c0, c1, c2, 0x3);
+      } else {
+        sm90::tma_load_3d(dst, &m.map, full, c0, c1, c2);
+      }
     }
     return true;
   }
@@ -184,7 +194,10 @@ struct Producer {
                                           uint32_t tile, const void* pages, int64_t stride_unit,
                                           int64_t stride_token, int64_t stride_head,
                                           const KvTmaMap& map) const {
-    ring.wait_empty(empty);
+    if constexpr (kPairs)
+      ring.wait_empty_cluster(empty);
+    else
+      ring.wait_empty(empty);
     if (a.ablate & 2) {
       sm90::mbarrier_arrive(ring.bar(full));
     } else if (!load_slice_tma(t, src, map, ring.bar(full), tile)) {
@@ -239,10 +252,14 @@ struct Producer {
     Ring<Cfg::kQStages> q_ring;
     Ring<Cfg::kKStages> k_ring;
     Ring<Cfg::kVStages> v_ring;
-    const Schedule sched = schedule(a, lane);
-    for (int64_t vt = -1; next_tile(sched, vt);) {
+    const Schedule sched = schedule<kPairs>(a, lane);
+    for (int64_t vt = -1; kPairs ? next_pair(sched, vt) : next_tile(sched, vt);) {
       MTile t;
-      if (!resolve_m_tile<kBlockN>(a, sched, vt, t)) continue;
+      if constexpr (kPairs) {
+        if (!cluster_pair<kBlockN>(a, sched, vt, int(sm90::cluster_ctarank()), t)) continue;
+      } else {
+        if (!resolve_m_tile<kBlockN>(a, sched, vt, t)) continue;
+      }
       const bool empty = t.n_end <= t.n_begin;
       q_ring.wait_empty(s.q_empty);
       if (!empty && (a.ablate & 16) == 0) load_q(t, s.q_tile(q_ring.stage));

@@ -46,6 +46,16 @@ using prefill_tc::TileKeyRanges;
 
 constexpr int kQueryTileTokens = 128;  // query tokens per range without a work list
 
+// An experiment built only with this compile definition (bench/NOTES.md, session 26):
+// non-causal ragged / sdpa calls run on clusters of two blocks that take M tiles of one
+// (row, KV head) in pairs and share every K/V tile, each block loading half of it by TMA
+// multicast into both (cluster_pair below, Producer::load_slice_tma), so the K/V bytes read
+// from L2 halve. 0 (the default) compiles none of it.
+#ifndef FLASHPAGE_PREFILL_CLUSTER
+#define FLASHPAGE_PREFILL_CLUSTER 0
+#endif
+constexpr bool kClusterBuild = FLASHPAGE_PREFILL_CLUSTER != 0;
+
 // The launch arguments: prefill_tc's record (so its row geometry, key visibility and logits
 // policy apply unchanged) plus the schedule's sizes.
 struct HopperArgs {
@@ -71,6 +81,10 @@ struct HopperArgs {
   // them issue freely (FLASHPAGE_PREFILL_PINGPONG=0, an A/B knob: results stay correct).
   int pingpong = 1;
   KvTma kv_tma;  // K/V tensor maps (kv_tma.h); box_rows 0: cp.async only
+  // 1: clusters of two blocks share K/V tiles (kClusterBuild only; the host sets it for
+  // non-causal calls without a work list or window, with TMA K/V, row-major ranges and a
+  // group of 1 or an even one; FLASHPAGE_PREFILL_MULTICAST=0 turns it off for an A/B).
+  int cluster = 0;
 
   // Ragged queries whose longest row the host does not know (tiles_per_row, units and
   // num_virtual are then 0): the kernel reads qo_indptr itself (schedule()), so the call
@@ -109,6 +123,14 @@ __device__ __forceinline__ void split_band(int64_t rest, int64_t units, int head
   const int heads_here = min(band, heads - first);
   head = first + int(within % heads_here);
   unit = within / heads_here;
+}
+
+// The inverse of split_band: the `rest` that names (head, unit).
+__device__ __forceinline__ int64_t band_rest(int head, int64_t unit, int64_t units, int heads,
+                                             int band) {
+  const int first = head / band * band;
+  const int heads_here = min(band, heads - first);
+  return int64_t(first) * units + unit * heads_here + (head - first);
 }
 
 // What the producer hands the consumers with each Q stage (pipeline.cuh, tile slots): the
@@ -160,6 +182,8 @@ __device__ __forceinline__ int tiles_per_step(const Schedule& s) { return s.fold
 // the work list's header. A warp-collective call (every lane gets the same result); the
 // indptr reads are independent, several in flight per lane, so B = 1024 rows cost a few L2
 // round trips.
+// kPairs: the steps are a cluster's tile pairs (cluster_pair).
+template <bool kPairs = false>
 __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
   Schedule s{a.num_virtual, a.units, a.tiles_per_row};
   if (a.rows_from_indptr()) {
@@ -175,6 +199,13 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
   }
   s.fold = a.fold && folds_at(s.num_virtual, gridDim.x);
   const int64_t heads = a.k.p.num_kv_heads;
+  if constexpr (kPairs) {  // never folded (non-causal only)
+    s.fold = false;
+    s.steps = a.subtiles % 2 == 0
+                  ? s.units * heads * (a.subtiles / 2)
+                  : int64_t((s.tiles_per_row + 1) / 2) * a.k.p.batch_size * heads;
+    return s;
+  }
   if (a.subtile_fastest()) {
     s.steps = step_units(s, s.units) * heads * a.subtiles;
   } else {  // an odd group's work list: the last subtile only for pairs that are not one range
@@ -309,6 +340,50 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
   } else {
     t.n_begin = t.n_end = 0;  // no row sees a key: zeros and -inf, nothing loaded
   }
+  return true;
+}
+
+// ---- clusters of two blocks (kClusterBuild, HopperArgs::cluster) ---------------------------
+//
+// Cluster c (blocks 2c and 2c + 1) takes steps c, c + gridDim.x / 2, ...; step p is a pair of
+// M tiles of one row and KV head, and the block of rank r runs the pair's tile r. Both tiles
+// see the same keys (non-causal, no window), so the two blocks walk the same K/V tiles in
+// the same order and each loads half of every tile into both. Pairs: with an even group
+// (subtiles), virtual tiles 2p and 2p + 1 (subtiles 2i and 2i + 1 of one query range); with
+// a group of 1, query ranges 2j and 2j + 1 of one row (row-major units, split_band's bands).
+// Where the pair's second tile has no rows (an odd number of ranges, a short last range),
+// rank 1 runs a ghost: rank 0's tile with no rows, which loads its half of the K/V, computes
+// on zero queries and stores nothing. Where the first has none, neither has the second, and
+// both blocks skip the step.
+__device__ __forceinline__ bool next_pair(const Schedule& s, int64_t& p) {
+  const int64_t clusters = gridDim.x / 2;
+  p = p < 0 ? int64_t(blockIdx.x / 2) : p + clusters;
+  return p < s.steps;
+}
+
+template <int kBlockN>
+__device__ __forceinline__ bool cluster_pair(const HopperArgs& a, const Schedule& sched,
+                                             int64_t p, int rank, MTile& t) {
+  int64_t lead, mine = -1;  // the virtual tiles of rank 0 and of this block (-1: none)
+  if (a.subtiles % 2 == 0) {
+    lead = 2 * p;
+    mine = lead + rank;
+  } else {
+    const int heads = a.k.p.num_kv_heads;
+    const int pairs_per_row = (sched.tiles_per_row + 1) / 2;
+    int head;
+    int64_t pair_unit;
+    split_band(p, int64_t(pairs_per_row) * a.k.p.batch_size, heads, a.head_band, head,
+               pair_unit);
+    const int64_t b = pair_unit / pairs_per_row;
+    const int qt = 2 * int(pair_unit - b * pairs_per_row) + rank;
+    const int64_t unit = b * sched.tiles_per_row + qt;
+    lead = band_rest(head, unit - rank, sched.units, heads, a.head_band);
+    if (qt < sched.tiles_per_row) mine = band_rest(head, unit, sched.units, heads, a.head_band);
+  }
+  if (rank != 0 && mine >= 0 && resolve_m_tile<kBlockN>(a, sched, mine, t)) return true;
+  if (!resolve_m_tile<kBlockN>(a, sched, lead, t)) return false;
+  if (rank != 0) t.rows.count = 0;  // a ghost
   return true;
 }
 

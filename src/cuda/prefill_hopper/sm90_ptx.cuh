@@ -101,6 +101,75 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #endif
 }
 
+// ---- clusters of two blocks (the FLASHPAGE_PREFILL_CLUSTER experiment, scheduler.cuh) -----
+
+// This block's rank in its cluster (0 in a launch without clusters: a cluster of one).
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t rank = 0;
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+#endif
+  return rank;
+}
+
+// Every thread of both blocks: what each did before is visible to the other after.
+__device__ __forceinline__ void cluster_sync() {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+// One arrival on the mbarrier at CTA-relative shared address `bar` of block `cta` of the
+// cluster (release at cluster scope: this thread's earlier reads of its own shared memory are
+// done before the peer sees the arrival).
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t bar, uint32_t cta) {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile(
+      "{\n"
+      ".reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
+#endif
+}
+
+// The producer's wait on an "empty" barrier that the peer block's consumers also arrive on:
+// acquire at cluster scope, so their reads precede the copy that overwrites their stage.
+__device__ __forceinline__ void mbarrier_wait_cluster(uint32_t bar, uint32_t parity) {
+#if defined(FP_HOPPER_DEVICE)
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+  __syncwarp();
+}
+
+// TMA: one box of a 3-D tensor map into shared address `dst` of every block in `cta_mask`,
+// each block's copy completing on its own barrier at the same CTA-relative address `bar`.
+__device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const void* map, uint32_t bar,
+                                                      int c0, int c1, int c2, uint16_t cta_mask) {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(cta_mask)
+      : "memory");
+#endif
+}
+
 // ---- wgmma ordering ------------------------------------------------------------------------
 
 // Required before the first wgmma of a batch whenever its accumulator or A registers were
