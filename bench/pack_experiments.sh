@@ -5,13 +5,21 @@
 # (bench/device_run.sh: PREFILL_ALT_BINS). Only the two prefill_hopper units are recompiled
 # with the definitions; the binaries are relinked against a copy of build/device's library
 # with those two objects replaced. Run bench/pack_device_build.sh first (it builds
-# build/device). Usage: bench/pack_experiments.sh [name=DEF=V[,DEF=V...] ...] (default: the
-# experiments of bench/experiments.sh)
+# build/device). Usage: bench/pack_experiments.sh [name | name=DEF=V[,DEF=V...] ...] (a bare
+# name is looked up in bench/experiments.sh; default: all of them, which with devcarry.tgz
+# may pass the device tool's 64 MiB carry limit: name the ones the call needs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build/device
 source bench/experiments.sh
-experiments=("$@")
+experiments=()
+for arg in "$@"; do
+  if [[ "$arg" == *=* ]]; then experiments+=("$arg"); continue; fi
+  found=""
+  for e in "${KERNEL_EXPERIMENTS[@]}"; do [ "${e%%=*}" = "$arg" ] && found="$e"; done
+  [ -n "$found" ] || { echo "pack_experiments: no experiment named $arg in bench/experiments.sh"; exit 1; }
+  experiments+=("$found")
+done
 [ ${#experiments[@]} -gt 0 ] || experiments=("${KERNEL_EXPERIMENTS[@]}")
 links=$(cd "$build" && ninja -t commands bench/prefill_bench tests/test_prefill_hopper)
 for e in "${experiments[@]}"; do
