@@ -1,6 +1,7 @@
 // Core types: DType conversions and names, Device, Tensor views and copies.
 #include <cstring>
 
+#include "core/unit_strides.h"
 #include "test_util.h"
 
 namespace fpt {
@@ -81,6 +82,29 @@ TEST(TensorTest, ViewsShareStorage) {
   sel.fill_(7.0);  // a view writes through
   EXPECT_EQ(oracle::dense(t).at({1, 0, 0}), 7.0);
   EXPECT_EQ(oracle::dense(t).at({0, 0, 0}), dt.at({0, 0, 0}));
+}
+
+// Size-1 dims' strides are free; natural_unit_strides gives them a contiguous layout's (so
+// the CUDA kernels' alignment tests pass) and leaves every element where it is.
+TEST(TensorTest, NaturalUnitStridesKeepTheElements) {
+  FP_SEEDED_RNG(rng);
+  const Tensor base = random_tensor(rng, {4, 8}, DType::f32, Device::cpu());
+  // As DLPack exporters often write them: 1 for every size-1 dim.
+  const Tensor odd = base.as_strided({1, 4, 1, 8}, {1, 8, 1, 1});
+  const Tensor n = detail::natural_unit_strides(odd);
+  EXPECT_EQ(n.shape(), odd.shape());
+  EXPECT_EQ(n.strides(), (Shape{32, 8, 8, 1}));
+  EXPECT_EQ(n.data(), odd.data());
+  const oracle::Dense a = oracle::dense(odd), b = oracle::dense(n);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 8; ++j) EXPECT_EQ(b.at({0, i, 0, j}), a.at({0, i, 0, j}));
+  // Dims of other sizes keep their strides, odd or not; a size-1 last dim gets 1.
+  EXPECT_EQ(detail::natural_unit_strides(base.as_strided({2, 1, 3}, {9, 5, 2})).strides(),
+            (Shape{9, 6, 2}));
+  EXPECT_EQ(detail::natural_unit_strides(base.as_strided({4, 1}, {8, 3})).strides(),
+            (Shape{8, 1}));
+  EXPECT_EQ(detail::natural_unit_strides(base).strides(), (Shape{8, 1}));
+  EXPECT_FALSE(detail::natural_unit_strides(Tensor()).defined());
 }
 
 TEST(TensorTest, DTypeConversionAndCopy) {

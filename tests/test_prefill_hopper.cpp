@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <tuple>
 
 #include "cuda/prefill_hopper/kv_tma.h"
 #include "cuda/prefill_select.h"
@@ -98,6 +100,40 @@ TEST(PrefillHopper, CudaSdpaLongAndShortKeys) {
     FP_CASE(run_sdpa(rng, {1, 4, 1, 64, 700, 256, t, false}));   // head_dim 256: 11 K/V tiles
     FP_CASE(run_sdpa(rng, {1, 4, 2, 257, 257, 256, t, true, 40}));       // window over 64-key tiles
     FP_CASE(run_sdpa(rng, {1, 4, 2, 200, 330, 256, t, false, -1, 20.0f}));  // soft cap
+  }
+}
+
+// Size-1 dims whose strides are 1 (as DLPack exporters write them): the batch dim at B = 1
+// and the token dim at S = 1. Their strides address nothing, so the call keeps the fast
+// kernel (core/unit_strides.h) and its results.
+TEST(PrefillHopper, CudaSizeOneDimsWithOddStrides) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  const Device dev = cuda0();
+  // A [n0, n1, n2, n3] view of a fresh buffer with stride 1 for its size-1 dims.
+  const auto odd_view = [](const Tensor& t) {
+    Shape strides = t.strides();
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (t.size(d) == 1) strides[size_t(d)] = 1;
+    return t.as_strided(t.shape(), strides);
+  };
+  const std::tuple<int64_t, int64_t, int64_t> cases[] = {{1, 130, 300}, {2, 1, 257}};  // B, S, L
+  for (const auto& [B, S, L] : cases) {
+    const int64_t Hq = 8, Hkv = 2, D = 128;
+    const std::string what = "sdpa B=" + std::to_string(B) + " S=" + std::to_string(S) +
+                             " L=" + std::to_string(L) + ", size-1 dims of stride 1";
+    SCOPED_TRACE(what);
+    const Tensor q = odd_view(random_tensor(rng, {B, Hq, S, D}, DType::bf16, dev, -2, 2));
+    const Tensor k = odd_view(random_tensor(rng, {B, Hkv, L, D}, DType::bf16, dev, -2, 2));
+    const Tensor v = odd_view(random_tensor(rng, {B, Hkv, L, D}, DType::bf16, dev));
+    const AttentionParams p{0.0f, false, -1, 0.0f};
+    const oracle::Result ref = oracle::sdpa(q, k, v, Tensor(), p);
+    Tensor out = odd_view(poisoned({B, Hq, S, D}, DType::bf16, dev));
+    Tensor lse = odd_view(poisoned({B, Hq, S}, DType::f32, dev));
+    sdpa(q, k, v, Tensor(), p, out, lse);
+    expect_kernel(what);
+    expect_output(out, ref.out, DType::bf16);
+    expect_lse(lse, ref.lse, DType::bf16);
   }
 }
 

@@ -1,6 +1,7 @@
 // batch_decode: validation, then the CPU or CUDA run.
 #include "core/check.h"
 #include "core/device_memory.h"
+#include "core/unit_strides.h"
 #include "cpu/cpu_ops.h"
 #include "ops/page_table_check.h"
 #include "ops/validate.h"
@@ -65,7 +66,11 @@ void batch_decode(Workspace& ws, const Plan& plan, const Tensor& q_in, const Pag
   }
 #ifdef FLASHPAGE_WITH_CUDA
   const detail::DeviceScope scope(device);
-  cuda::batch_decode(ws.impl(), plan, q, kv, resolved, out, lse, stream);
+  // Size-1 dims' strides as a contiguous tensor's, so that e.g. B = 1 from DLPack keeps the
+  // fast kernels (core/unit_strides.h).
+  Tensor out_view = detail::natural_unit_strides(out);
+  cuda::batch_decode(ws.impl(), plan, detail::natural_unit_strides(q), kv, resolved, out_view,
+                     detail::natural_unit_strides(lse), stream);
 #else
   (void)stream;
   ops_detail::no_cuda("batch_decode");

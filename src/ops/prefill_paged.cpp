@@ -3,6 +3,7 @@
 
 #include "core/check.h"
 #include "core/device_memory.h"
+#include "core/unit_strides.h"
 #include "cpu/cpu_ops.h"
 #include "ops/page_table_check.h"
 #include "ops/validate.h"
@@ -119,7 +120,9 @@ void batch_prefill_paged(Workspace& ws, const Plan& plan, const Tensor& q,
   }
 #ifdef FLASHPAGE_WITH_CUDA
   const detail::DeviceScope scope(device);
-  cuda::batch_prefill_paged(ws.impl(), plan, q, qo_indptr, kv, mask, resolved, out, lse, stream);
+  Tensor out_view = detail::natural_unit_strides(out);  // core/unit_strides.h
+  cuda::batch_prefill_paged(ws.impl(), plan, detail::natural_unit_strides(q), qo_indptr, kv, mask, resolved, out_view,
+                            detail::natural_unit_strides(lse), stream);
 #else
   (void)stream;
   ops_detail::no_cuda("batch_prefill_paged");

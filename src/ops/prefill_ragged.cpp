@@ -3,6 +3,7 @@
 
 #include "core/check.h"
 #include "core/device_memory.h"
+#include "core/unit_strides.h"
 #include "cpu/cpu_ops.h"
 #include "ops/validate.h"
 #ifdef FLASHPAGE_WITH_CUDA
@@ -45,7 +46,9 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
   }
 #ifdef FLASHPAGE_WITH_CUDA
   const detail::DeviceScope scope(device);
-  cuda::batch_prefill_ragged(q, k, v, qo_indptr, kv_indptr, resolved, out, lse, stream);
+  Tensor out_view = detail::natural_unit_strides(out);  // core/unit_strides.h
+  cuda::batch_prefill_ragged(detail::natural_unit_strides(q), detail::natural_unit_strides(k), detail::natural_unit_strides(v), qo_indptr, kv_indptr, resolved,
+                             out_view, detail::natural_unit_strides(lse), stream);
 #else
   (void)stream;
   ops_detail::no_cuda("batch_prefill_ragged");

@@ -3,6 +3,7 @@
 
 #include "core/check.h"
 #include "core/device_memory.h"
+#include "core/unit_strides.h"
 #include "cpu/cpu_ops.h"
 #include "ops/validate.h"
 #ifdef FLASHPAGE_WITH_CUDA
@@ -61,7 +62,8 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
   }
 #ifdef FLASHPAGE_WITH_CUDA
   const detail::DeviceScope scope(device);
-  cuda::sdpa(q, k, v, m, resolved, out, lse, stream);
+  Tensor out_view = detail::natural_unit_strides(out);  // core/unit_strides.h
+  cuda::sdpa(detail::natural_unit_strides(q), detail::natural_unit_strides(k), detail::natural_unit_strides(v), m, resolved, out_view, detail::natural_unit_strides(lse), stream);
 #else
   (void)stream;
   ops_detail::no_cuda("sdpa");

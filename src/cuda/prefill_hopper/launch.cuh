@@ -33,8 +33,12 @@ void launch_pairs(const HopperArgs& args, int grid, cudaStream_t stream) {
   attribute.val.clusterDim.z = 1;
   config.attrs = &attribute;
   config.numAttrs = 1;
-  int clusters = 0;
-  FP_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+  // Asked once (an experiment: the first device's answer serves every device).
+  static const int clusters = [&] {
+    int n = 0;
+    FP_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &config));
+    return n;
+  }();
   check::require(clusters >= 1, "prefill: no cluster of two blocks fits this device");
   config.gridDim = dim3(unsigned(2 * std::min(grid / 2, clusters)));
   FP_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
