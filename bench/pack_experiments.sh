@@ -2,9 +2,10 @@
 # Builds the Hopper prefill experiments that only a compile definition switches on (so the
 # default kernel carries none of their code; bench/NOTES.md, session 25) into
 # .devpack/<name>/{prefill_bench,test_prefill_hopper}.gz, for an A/B in one device run
-# (bench/device_run.sh: PREFILL_ALT_BINS). Only the two prefill_hopper units are recompiled
-# with the definitions; the binaries are relinked against a copy of build/device's library
-# with those two objects replaced. Run bench/pack_device_build.sh first (it builds
+# (bench/device_run.sh: PREFILL_ALT_BINS). Only the prefill_hopper units are recompiled with
+# the definitions (the two kernel units and the host side, prefill_hopper.cu, which decides
+# what to launch); the binaries are relinked against a copy of build/device's library with
+# those objects replaced. Run bench/pack_device_build.sh first (it builds
 # build/device). Usage: bench/pack_experiments.sh [name | name=DEF=V[,DEF=V...] ...] (a bare
 # name is looked up in bench/experiments.sh; default: all of them, which with devcarry.tgz
 # may pass the device tool's 64 MiB carry limit: name the ones the call needs)
@@ -29,13 +30,13 @@ for e in "${experiments[@]}"; do
   tmp="$(mktemp -d)"
   cp "$build/libflashpage.a" "$tmp/libflashpage.a"
   pids=()
-  for unit in prefill_hopper_bf16 prefill_hopper_f16; do
+  for unit in prefill_hopper_bf16 prefill_hopper_f16 prefill_hopper; do
     cmd=$(unit_nvcc_command "$build" "$unit" "$tmp/$unit.cu.o")
     (cd "$build" && eval "$cmd $defs") &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || { echo "pack_experiments: $name did not compile"; exit 1; }; done
-  (cd "$tmp" && ar r libflashpage.a prefill_hopper_bf16.cu.o prefill_hopper_f16.cu.o)
+  (cd "$tmp" && ar r libflashpage.a prefill_hopper_bf16.cu.o prefill_hopper_f16.cu.o prefill_hopper.cu.o)
   mkdir -p "$out"
   for bin in bench/prefill_bench tests/test_prefill_hopper; do
     link=$(echo "$links" | grep -E -- "-o $bin( |$)" | tail -1)

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "cuda/prefill_hopper/kv_tma.h"
+#include "cuda/prefill_hopper/prefill_hopper.h"
 #include "cuda/prefill_select.h"
 #include "test_util.h"
 
@@ -40,7 +41,10 @@ void expect_kernel(const std::string& what) {
   const char* ran = flashpage::cuda::last_prefill_kernel();
   std::printf("[ kernel ] %-7s %s\n", ran, what.c_str());
   if (hopper_expected()) {
-    EXPECT_STREQ(ran, "hopper") << what;
+    // "hopper_pairs": the same kernel on clusters of two blocks (FLASHPAGE_PREFILL_CLUSTER
+    // builds, CudaClusterPairsRunWhereBuilt).
+    EXPECT_TRUE(std::strcmp(ran, "hopper") == 0 || std::strcmp(ran, "hopper_pairs") == 0)
+        << what << ": ran " << ran;
   }
 }
 
@@ -200,6 +204,41 @@ TEST(PrefillHopper, CudaRagged) {
     FP_CASE(run_ragged(rng, {many, {}, 8, 2, 128, DType::bf16, causal}));
     FP_CASE(run_ragged(rng, {many, {}, 4, 4, 64, DType::f16, causal}));
   }
+}
+
+// A build with the cluster experiment (FLASHPAGE_PREFILL_CLUSTER, scheduler.cuh) runs
+// non-causal calls whose rows make few ghost tiles on its cluster kernel: pairs of M tiles of
+// one row and KV head on two blocks that share each K/V tile. Here: an even group (pairs of
+// subtiles), MHA with an even and an odd number of query ranges (ghosts), ragged rows read
+// from the device (one of them without keys), and K/V large enough for bands of fewer KV
+// heads than the call has (split_band: about 24 MB a band). Elsewhere the test is skipped.
+TEST(PrefillHopper, CudaClusterPairsRunWhereBuilt) {
+  FP_REQUIRE_CUDA();
+  if (!hopper_expected() || !flashpage::cuda::prefill_hopper_cluster_build())
+    GTEST_SKIP() << "no cluster kernel in this build";
+  FP_SEEDED_RNG(rng);
+  const auto expect_pairs = [](const std::string& what) {
+    EXPECT_STREQ(flashpage::cuda::last_prefill_kernel(), "hopper_pairs") << what;
+  };
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t d : {64, 128, 256}) {
+      const SdpaCase gqa{2, 8, 2, 520, 700, d, t, false};
+      FP_CASE(run_sdpa(rng, gqa));
+      expect_pairs(gqa.str());
+      const SdpaCase mha{1, 4, 4, 1030, 1030, d, t, false};  // 9 ranges: one ghost per head
+      FP_CASE(run_sdpa(rng, mha));
+      expect_pairs(mha.str());
+    }
+  const RaggedCase ragged{{600, 900, 520}, {700, 0, 530}, 8, 2, 128, DType::bf16, false};
+  FP_CASE(run_ragged(rng, ragged));
+  expect_pairs(ragged.str());
+  const RaggedCase mha{{1024, 1024}, {}, 4, 4, 64, DType::f16, false};
+  FP_CASE(run_ragged(rng, mha));
+  expect_pairs(mha.str());
+  // 4 KV heads of 12800 keys (6.5 MB each at head_dim 128): bands of 3 heads.
+  const SdpaCase banded{1, 4, 4, 256, 12800, 128, DType::bf16, false};
+  FP_CASE(run_sdpa(rng, banded));
+  expect_pairs(banded.str());
 }
 
 // Causal schedules of at least two virtual tiles per block are folded (scheduler.cuh): a

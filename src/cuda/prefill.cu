@@ -40,7 +40,11 @@ bool hopper_disabled() {
 // generic kernel.
 bool run_tensor_core_prefill(const PrefillTcParams& t, cudaStream_t stream) {
   if (!hopper_disabled() && run_prefill_hopper(t, stream)) {
-    g_last_prefill_kernel = prefill_kernel_name(PrefillKernel::hopper);
+    // "hopper_pairs": the cluster experiment's kernel (prefill_hopper.h), so its tests can
+    // tell that it ran.
+    g_last_prefill_kernel = prefill_hopper_last_ran_pairs()
+                                ? "hopper_pairs"
+                                : prefill_kernel_name(PrefillKernel::hopper);
     return true;
   }
   if (run_prefill_tc(t, stream)) {

@@ -34,11 +34,6 @@ struct Ring {
   __device__ __forceinline__ void wait_empty(uint32_t base) const {
     sm90::mbarrier_wait(bar(base), phase ^ 1u);
   }
-  // A K/V ring filled for both blocks of a cluster (FLASHPAGE_PREFILL_CLUSTER): the stage is
-  // free once the consumers of both have released it.
-  __device__ __forceinline__ void wait_empty_cluster(uint32_t base) const {
-    sm90::mbarrier_wait_cluster(bar(base), phase ^ 1u);
-  }
   // The tile slot of a Q ring's use (SmemPlan::tile_slot), without another register: the
   // stage, or for a one-stage ring the parity of the uses so far (the phase).
   __device__ __forceinline__ int slot() const { return kStages == 1 ? int(phase) : stage; }

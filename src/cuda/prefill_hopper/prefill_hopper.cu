@@ -130,7 +130,12 @@ const HopperKnobs& hopper_knobs() {
   return knobs;
 }
 
+thread_local bool g_last_ran_pairs = false;
+
 }  // namespace
+
+bool prefill_hopper_cluster_build() { return prefill_hopper::kClusterBuild; }
+bool prefill_hopper_last_ran_pairs() { return g_last_ran_pairs; }
 
 bool prefill_hopper_covers(const PrefillTcParams& p) {
   if (!kBuiltForSm90a || !covered_shapes(p)) return false;
@@ -138,6 +143,7 @@ bool prefill_hopper_covers(const PrefillTcParams& p) {
 }
 
 bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
+  g_last_ran_pairs = false;
   if (!prefill_hopper_covers(p)) return false;
   using prefill_hopper::HopperArgs;
   constexpr int kBlockM = prefill_hopper::kMTileRows;  // every head_dim's M tile
@@ -222,14 +228,24 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   if constexpr (prefill_hopper::kClusterBuild) {
     // Pairs of tiles on clusters of two blocks (scheduler.cuh, cluster_pair): where every
     // tile of a row sees the same keys, K/V go by TMA, and the pairs' order is known.
+    // A ghost (a pair whose second tile has no rows) costs a whole tile of math, so only
+    // where they are rare, judged by the mean row: with an even group at most one per row and
+    // head (its last query range), so rows of 4+ ranges; with MHA one per row and head of an
+    // odd number of ranges, so an even number or 8+.
+    const int64_t mean_len = p.max_qo_len >= 0 ? p.max_qo_len
+                                               : p.num_qo_tokens / std::max(p.batch_size, 1);
+    const int64_t ranges = (mean_len + kRange - 1) / kRange;
+    const bool few_ghosts = a.subtiles % 2 == 0 ? ranges >= 4
+                                                : a.subtiles == 1 && (ranges % 2 == 0 || ranges >= 8);
     a.cluster = hopper_knobs().multicast && p.work_ints == nullptr && !p.causal &&
-                        p.window_left < 0 && a.row_major && a.kv_tma.box_rows > 0 &&
-                        (a.subtiles == 1 || a.subtiles % 2 == 0) && !a.fold
+                        p.window_left < 0 && a.row_major && a.kv_tma.box_rows > 0 && few_ghosts &&
+                        !a.fold
                     ? 1
                     : 0;
     if (a.cluster)
       launch_grid = 2 * int(std::min<int64_t>((busy_tiles + 1) / 2,
                                               std::max(device_facts().sms / 2, 1)));
+    g_last_ran_pairs = a.cluster != 0;
   }
 
   if (p.dtype == DType::bf16)

@@ -19,5 +19,9 @@ namespace flashpage::cuda {
 
 bool prefill_hopper_covers(const PrefillTcParams& params);
 bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream);
+// The FLASHPAGE_PREFILL_CLUSTER experiment (scheduler.cuh): whether this build has it, and
+// whether the calling thread's last run_prefill_hopper launched its cluster kernel.
+bool prefill_hopper_cluster_build();
+bool prefill_hopper_last_ran_pairs();
 
 }  // namespace flashpage::cuda

@@ -194,10 +194,7 @@ struct Producer {
                                           uint32_t tile, const void* pages, int64_t stride_unit,
                                           int64_t stride_token, int64_t stride_head,
                                           const KvTmaMap& map) const {
-    if constexpr (kPairs)
-      ring.wait_empty_cluster(empty);
-    else
-      ring.wait_empty(empty);
+    ring.wait_empty(empty);  // with kPairs, the peer's consumers have released it too
     if (a.ablate & 2) {
       sm90::mbarrier_arrive(ring.bar(full));
     } else if (!load_slice_tma(t, src, map, ring.bar(full), tile)) {
@@ -253,11 +250,13 @@ struct Producer {
     Ring<Cfg::kKStages> k_ring;
     Ring<Cfg::kVStages> v_ring;
     const Schedule sched = schedule<kPairs>(a, lane);
-    for (int64_t vt = -1; kPairs ? next_pair(sched, vt) : next_tile(sched, vt);) {
+    for (int64_t vt = -1;;) {
       MTile t;
       if constexpr (kPairs) {
+        if (!next_pair(sched, vt)) break;
         if (!cluster_pair<kBlockN>(a, sched, vt, int(sm90::cluster_ctarank()), t)) continue;
       } else {
+        if (!next_tile(sched, vt)) break;
         if (!resolve_m_tile<kBlockN>(a, sched, vt, t)) continue;
       }
       const bool empty = t.n_end <= t.n_begin;

@@ -80,11 +80,12 @@ struct HopperArgs {
   // The consumer warpgroups take turns issuing their GEMMs (consumer_mainloop.cuh); 0 lets
   // them issue freely (FLASHPAGE_PREFILL_PINGPONG=0, an A/B knob: results stay correct).
   int pingpong = 1;
-  KvTma kv_tma;  // K/V tensor maps (kv_tma.h); box_rows 0: cp.async only
   // 1: clusters of two blocks share K/V tiles (kClusterBuild only; the host sets it for
-  // non-causal calls without a work list or window, with TMA K/V, row-major ranges and a
-  // group of 1 or an even one; FLASHPAGE_PREFILL_MULTICAST=0 turns it off for an A/B).
+  // non-causal calls without a work list or window, with TMA K/V, row-major ranges, a group
+  // of 1 or an even one, and few ghosts; FLASHPAGE_PREFILL_MULTICAST=0 turns it off). Here,
+  // in what was padding before kv_tma, so the default kernel's arguments keep their size.
   int cluster = 0;
+  KvTma kv_tma;  // K/V tensor maps (kv_tma.h); box_rows 0: cp.async only
 
   // Ragged queries whose longest row the host does not know (tiles_per_row, units and
   // num_virtual are then 0): the kernel reads qo_indptr itself (schedule()), so the call
@@ -355,6 +356,8 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
 // rank 1 runs a ghost: rank 0's tile with no rows, which loads its half of the K/V, computes
 // on zero queries and stores nothing. Where the first has none, neither has the second, and
 // both blocks skip the step.
+// (With cluster dims (2, 1, 1) over a 1-D grid, blocks 2c and 2c + 1 form cluster c, and
+// a block's rank is blockIdx.x & 1.)
 __device__ __forceinline__ bool next_pair(const Schedule& s, int64_t& p) {
   const int64_t clusters = gridDim.x / 2;
   p = p < 0 ? int64_t(blockIdx.x / 2) : p + clusters;
@@ -368,7 +371,7 @@ __device__ __forceinline__ bool cluster_pair(const HopperArgs& a, const Schedule
   if (a.subtiles % 2 == 0) {
     lead = 2 * p;
     mine = lead + rank;
-  } else {
+  } else {  // subtiles == 1 (the host's condition): one M tile per query range
     const int heads = a.k.p.num_kv_heads;
     const int pairs_per_row = (sched.tiles_per_row + 1) / 2;
     int head;

@@ -103,11 +103,12 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 
 // ---- clusters of two blocks (the FLASHPAGE_PREFILL_CLUSTER experiment, scheduler.cuh) -----
 
-// This block's rank in its cluster (0 in a launch without clusters: a cluster of one).
+// This block's rank in its cluster (0 in a launch without clusters: a cluster of one). Not
+// volatile: a constant of the block, so the compiler may read it once.
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t rank = 0;
 #if defined(FP_HOPPER_DEVICE)
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
 #endif
   return rank;
 }
@@ -122,39 +123,20 @@ __device__ __forceinline__ void cluster_sync() {
 }
 
 // One arrival on the mbarrier at CTA-relative shared address `bar` of block `cta` of the
-// cluster (release at cluster scope: this thread's earlier reads of its own shared memory are
-// done before the peer sees the arrival).
+// cluster. The default semantics (release at CTA scope), as CUTLASS's multicast pipelines
+// release a stage to its producers: a cluster-scope release could wait for this thread's
+// outstanding global stores (the epilogue's) too.
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t bar, uint32_t cta) {
 #if defined(FP_HOPPER_DEVICE)
   asm volatile(
       "{\n"
       ".reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
       "}\n" ::"r"(bar),
       "r"(cta)
       : "memory");
 #endif
-}
-
-// The producer's wait on an "empty" barrier that the peer block's consumers also arrive on:
-// acquire at cluster scope, so their reads precede the copy that overwrites their stage.
-__device__ __forceinline__ void mbarrier_wait_cluster(uint32_t bar, uint32_t parity) {
-#if defined(FP_HOPPER_DEVICE)
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-#endif
-  __syncwarp();
 }
 
 // TMA: one box of a 3-D tensor map into shared address `dst` of every block in `cta_mask`,
