@@ -20,6 +20,7 @@
 #include <random>
 
 #include "bench_util.h"
+#include "cuda/prefill_select.h"  // which kernel the timed calls ran
 #include "flashpage/flashpage.h"
 
 namespace {
@@ -61,11 +62,11 @@ void print_result(const Case& c, const char* system_base, int64_t page_size, con
   } else {
     std::printf("{\"system\":\"%s\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,\"qo_len\":%lld,"
                 "\"kv_len\":%lld,\"causal\":%s,\"page_size\":%lld,\"flops\":%.0f,\"us\":%.3f,"
-                "\"us_min\":%.3f,\"tflops\":%.2f,\"reps\":%d,\"unix_ms\":%lld}\n",
+                "\"us_min\":%.3f,\"tflops\":%.2f,\"reps\":%d,\"unix_ms\":%lld,\"kernel\":\"%s\"}\n",
                 system.c_str(), (long long)c.hq, (long long)c.hkv, (long long)c.d, (long long)c.batch,
                 (long long)c.qo_len, (long long)c.kv_len, c.causal ? "true" : "false",
                 (long long)page_size, flops, t.median_us, t.min_us, flops / (t.median_us * 1e-6) / 1e12,
-                t.reps, unix_ms());
+                t.reps, unix_ms(), flashpage::cuda::last_prefill_kernel());
   }
   std::fflush(stdout);
 }
