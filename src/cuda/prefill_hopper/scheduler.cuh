@@ -34,6 +34,7 @@
 
 #include "cuda/prefill_hopper/kv_tma.h"
 #include "cuda/prefill_hopper/smem_layout.h"
+#include "cuda/prefill_hopper/tile_order.h"
 #include "cuda/prefill_tc/logits_policy.cuh"
 #include "cuda/prefill_tc/problem_view.cuh"
 #include "ops/workspace.h"
@@ -109,31 +110,6 @@ struct MTile {
   int n_begin = 0, n_end = 0;
 };
 
-// Virtual tiles run in bands of `band` KV heads: a band's tiles (every query range of its
-// heads) come before the next band's. The blocks running at one time then read the K/V of at
-// most a band of heads, which the host sizes to stay in L2; without bands an MHA prefill
-// whose K/V exceed L2 read every head in every wave, from DRAM. Inside a band the head is
-// fastest, so the order of the units (latest-first causal tiles, the planner's longest-first
-// pairs) still holds. rest < heads * units.
-__device__ __forceinline__ void split_band(int64_t rest, int64_t units, int heads, int band,
-                                           int& head, int64_t& unit) {
-  const int64_t band_items = int64_t(band) * units;
-  const int64_t b = rest / band_items;
-  const int64_t within = rest - b * band_items;
-  const int first = int(b) * band;
-  const int heads_here = min(band, heads - first);
-  head = first + int(within % heads_here);
-  unit = within / heads_here;
-}
-
-// The inverse of split_band: the `rest` that names (head, unit).
-__device__ __forceinline__ int64_t band_rest(int head, int64_t unit, int64_t units, int heads,
-                                             int band) {
-  const int first = head / band * band;
-  const int heads_here = min(band, heads - first);
-  return int64_t(first) * units + unit * heads_here + (head - first);
-}
-
 // What the producer hands the consumers with each Q stage (pipeline.cuh, tile slots): the
 // resolved M tile and, per consumer warpgroup, the keys all of its rows see. The producer
 // runs ahead, so the consumers start a tile without the schedule's divisions and the row
@@ -183,6 +159,13 @@ __device__ __forceinline__ int tiles_per_step(const Schedule& s) { return s.fold
 // the work list's header. A warp-collective call (every lane gets the same result); the
 // indptr reads are independent, several in flight per lane, so B = 1024 rows cost a few L2
 // round trips.
+// The cluster experiment's pair order (tile_order.h) for this call (subtiles: 1 or even, the
+// host's condition).
+__device__ __forceinline__ TilePairOrder pair_order(const HopperArgs& a, const Schedule& s) {
+  return TilePairOrder{a.subtiles, s.tiles_per_row, a.k.p.batch_size, a.k.p.num_kv_heads,
+                       a.head_band};
+}
+
 // kPairs: the steps are a cluster's tile pairs (cluster_pair).
 template <bool kPairs = false>
 __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
@@ -202,9 +185,7 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
   const int64_t heads = a.k.p.num_kv_heads;
   if constexpr (kPairs) {  // never folded (non-causal only)
     s.fold = false;
-    s.steps = a.subtiles % 2 == 0
-                  ? s.units * heads * (a.subtiles / 2)
-                  : int64_t((s.tiles_per_row + 1) / 2) * a.k.p.batch_size * heads;
+    s.steps = pair_order(a, s).steps();
     return s;
   }
   if (a.subtile_fastest()) {
@@ -367,23 +348,8 @@ __device__ __forceinline__ bool next_pair(const Schedule& s, int64_t& p) {
 template <int kBlockN>
 __device__ __forceinline__ bool cluster_pair(const HopperArgs& a, const Schedule& sched,
                                              int64_t p, int rank, MTile& t) {
-  int64_t lead, mine = -1;  // the virtual tiles of rank 0 and of this block (-1: none)
-  if (a.subtiles % 2 == 0) {
-    lead = 2 * p;
-    mine = lead + rank;
-  } else {  // subtiles == 1 (the host's condition): one M tile per query range
-    const int heads = a.k.p.num_kv_heads;
-    const int pairs_per_row = (sched.tiles_per_row + 1) / 2;
-    int head;
-    int64_t pair_unit;
-    split_band(p, int64_t(pairs_per_row) * a.k.p.batch_size, heads, a.head_band, head,
-               pair_unit);
-    const int64_t b = pair_unit / pairs_per_row;
-    const int qt = 2 * int(pair_unit - b * pairs_per_row) + rank;
-    const int64_t unit = b * sched.tiles_per_row + qt;
-    lead = band_rest(head, unit - rank, sched.units, heads, a.head_band);
-    if (qt < sched.tiles_per_row) mine = band_rest(head, unit, sched.units, heads, a.head_band);
-  }
+  int64_t lead, mine;  // the virtual tiles of rank 0 and of this block (-1: none)
+  pair_order(a, sched).tiles(p, rank, lead, mine);
   if (rank != 0 && mine >= 0 && resolve_m_tile<kBlockN>(a, sched, mine, t)) return true;
   if (!resolve_m_tile<kBlockN>(a, sched, lead, t)) return false;
   if (rank != 0) t.rows.count = 0;  // a ghost
