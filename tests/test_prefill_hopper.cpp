@@ -366,6 +366,24 @@ TEST(PrefillHopper, CudaPaged) {
         }
 }
 
+// CudaClusterPairsRunWhereBuilt for paged prefill's work lists, where pairs stay inside a
+// 64-token item (groups of 4, 8 and 16): ragged rows whose last items are short (ghosts) and
+// uniform rows.
+TEST(PrefillHopper, CudaPagedClusterPairsRunWhereBuilt) {
+  FP_REQUIRE_CUDA();
+  if (!hopper_expected() || !flashpage::cuda::prefill_hopper_cluster_build())
+    GTEST_SKIP() << "no cluster kernel in this build";
+  FP_SEEDED_RNG(rng);
+  const HopperPagedCase cases[] = {
+      {{700, 520}, {600, 520}, 0, 16, 8, 2, 128, KvLayout::NHD, DType::bf16, false},
+      {{700, 520}, {}, 520, 32, 16, 2, 64, KvLayout::HND, DType::f16, false},
+      {{1000, 600}, {530, 600}, 0, 16, 32, 2, 256, KvLayout::NHD, DType::bf16, false}};
+  for (const HopperPagedCase& c : cases) {
+    FP_CASE(run_paged(rng, c));
+    EXPECT_STREQ(flashpage::cuda::last_prefill_kernel(), "hopper_pairs") << c.str();
+  }
+}
+
 TEST(PrefillHopper, CudaPagedWindowSoftCap) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);

@@ -36,8 +36,8 @@ TEST(PrefillTileOrder, ClusterPairsCoverEveryTileOnce) {
       for (int band = 1; band <= heads; ++band)
         for (int batch = 1; batch <= 4; ++batch)
           for (int tiles_per_row = 1; tiles_per_row <= 5; ++tiles_per_row) {
-            const hp::TilePairOrder order{subtiles, tiles_per_row, batch, heads, band};
-            const int64_t units = order.units();
+            const int64_t units = int64_t(tiles_per_row) * batch;
+            const hp::TilePairOrder order{subtiles, units, tiles_per_row, batch, heads, band};
             const int64_t tiles = units * heads * subtiles;
             SCOPED_TRACE(testing::Message() << "subtiles " << subtiles << " heads " << heads
                                             << " band " << band << " batch " << batch

@@ -232,14 +232,20 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     // where they are rare, judged by the mean row: with an even group at most one per row and
     // head (its last query range), so rows of 4+ ranges; with MHA one per row and head of an
     // odd number of ranges, so an even number or 8+.
-    const int64_t mean_len = p.max_qo_len >= 0 ? p.max_qo_len
-                                               : p.num_qo_tokens / std::max(p.batch_size, 1);
+    // Work lists (paged prefill): items of work_tile_tokens, pairs only inside an item (an
+    // even number of subtiles per item: groups of 4, 8, 16).
+    const bool list = p.work_ints != nullptr;
+    const int64_t queries = list ? int64_t(p.num_work_host) * p.work_tile_tokens
+                                 : p.max_qo_len >= 0 ? p.max_qo_len * p.batch_size
+                                                     : p.num_qo_tokens;
+    const int64_t mean_len = queries / std::max(p.batch_size, 1);
     const int64_t ranges = (mean_len + kRange - 1) / kRange;
-    const bool few_ghosts = a.subtiles % 2 == 0 ? ranges >= 4
-                                                : a.subtiles == 1 && (ranges % 2 == 0 || ranges >= 8);
-    a.cluster = hopper_knobs().multicast && p.work_ints == nullptr && !p.causal &&
-                        p.window_left < 0 && a.row_major && a.kv_tma.box_rows > 0 && few_ghosts &&
-                        !a.fold
+    const bool pairs_fit = list ? a.item_subtiles % 2 == 0 && k.group % 2 == 0
+                                : a.subtiles % 2 == 0 || (a.subtiles == 1 && a.row_major);
+    const bool few_ghosts =
+        a.subtiles % 2 == 0 ? ranges >= 4 : ranges % 2 == 0 || ranges >= 8;
+    a.cluster = hopper_knobs().multicast && !p.causal && p.window_left < 0 &&
+                        a.kv_tma.box_rows > 0 && pairs_fit && few_ghosts && !a.fold
                     ? 1
                     : 0;
     if (a.cluster)

@@ -82,9 +82,9 @@ struct HopperArgs {
   // them issue freely (FLASHPAGE_PREFILL_PINGPONG=0, an A/B knob: results stay correct).
   int pingpong = 1;
   // 1: clusters of two blocks share K/V tiles (kClusterBuild only; the host sets it for
-  // non-causal calls without a work list or window, with TMA K/V, row-major ranges, a group
-  // of 1 or an even one, and few ghosts; FLASHPAGE_PREFILL_MULTICAST=0 turns it off). Here,
-  // in what was padding before kv_tma, so the default kernel's arguments keep their size.
+  // non-causal calls without a window, with TMA K/V and few ghosts, whose tiles pair up:
+  // tile_order.h; FLASHPAGE_PREFILL_MULTICAST=0 turns it off). Here, in what was padding
+  // before kv_tma, so the default kernel's arguments keep their size.
   int cluster = 0;
   KvTma kv_tma;  // K/V tensor maps (kv_tma.h); box_rows 0: cp.async only
 
@@ -162,8 +162,8 @@ __device__ __forceinline__ int tiles_per_step(const Schedule& s) { return s.fold
 // The cluster experiment's pair order (tile_order.h) for this call (subtiles: 1 or even, the
 // host's condition).
 __device__ __forceinline__ TilePairOrder pair_order(const HopperArgs& a, const Schedule& s) {
-  return TilePairOrder{a.subtiles, s.tiles_per_row, a.k.p.batch_size, a.k.p.num_kv_heads,
-                       a.head_band};
+  return TilePairOrder{a.subtiles, s.units, s.tiles_per_row, a.k.p.batch_size,
+                       a.k.p.num_kv_heads, a.head_band};
 }
 
 // kPairs: the steps are a cluster's tile pairs (cluster_pair).
@@ -328,11 +328,9 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
 // ---- clusters of two blocks (kClusterBuild, HopperArgs::cluster) ---------------------------
 //
 // Cluster c (blocks 2c and 2c + 1) takes steps c, c + gridDim.x / 2, ...; step p is a pair of
-// M tiles of one row and KV head, and the block of rank r runs the pair's tile r. Both tiles
-// see the same keys (non-causal, no window), so the two blocks walk the same K/V tiles in
-// the same order and each loads half of every tile into both. Pairs: with an even group
-// (subtiles), virtual tiles 2p and 2p + 1 (subtiles 2i and 2i + 1 of one query range); with
-// a group of 1, query ranges 2j and 2j + 1 of one row (row-major units, split_band's bands).
+// M tiles of one row and KV head (tile_order.h, TilePairOrder), and the block of rank r runs
+// the pair's tile r. Both tiles see the same keys (non-causal, no window), so the two blocks
+// walk the same K/V tiles in the same order and each loads half of every tile into both.
 // Where the pair's second tile has no rows (an odd number of ranges, a short last range),
 // rank 1 runs a ghost: rank 0's tile with no rows, which loads its half of the K/V, computes
 // on zero queries and stores nothing. Where the first has none, neither has the second, and

@@ -34,20 +34,23 @@ FP_HOPPER_HD int64_t band_rest(int head, int64_t unit, int64_t units, int heads,
 
 // ---- the cluster experiment's pairs (FLASHPAGE_PREFILL_CLUSTER; scheduler.cuh, cluster_pair) --
 //
-// The no-work-list order (ragged / sdpa): virtual tile v = rest * subtiles + sub, rest from
-// split_band over units = tiles_per_row * batch query ranges, row-major (unit = b *
-// tiles_per_row + range). A pair is two M tiles of one row and KV head: with an even number
-// of subtiles (an even group), virtual tiles 2p and 2p + 1; with one subtile (MHA), ranges 2j
-// and 2j + 1 of a row, ordered like the units (bands of heads, head fastest).
+// Virtual tile v = rest * subtiles + sub, rest from split_band over `units` (query ranges of
+// 128 tokens, row-major: unit = b * tiles_per_row + range, without a work list; the work
+// list's item pairs with one). A pair is two M tiles of one row and KV head: with an even
+// number of subtiles, virtual tiles 2p and 2p + 1 (subtiles 2i and 2i + 1 of one unit; with a
+// work list the host also requires an even number of subtiles per item, so both are of one
+// item); with one subtile (MHA, no work list), ranges 2j and 2j + 1 of a row, ordered like
+// the units (bands of heads, head fastest).
 struct TilePairOrder {
   int subtiles = 1;  // 1 or even
-  int tiles_per_row = 0, batch = 0, heads = 1, band = 1;
+  int64_t units = 0;
+  int tiles_per_row = 0, batch = 0;  // one subtile: units = tiles_per_row * batch
+  int heads = 1, band = 1;
 
-  FP_HOPPER_HD int64_t units() const { return int64_t(tiles_per_row) * batch; }
   FP_HOPPER_HD int pairs_per_row() const { return (tiles_per_row + 1) / 2; }
   // Pairs in all.
   FP_HOPPER_HD int64_t steps() const {
-    return subtiles % 2 == 0 ? units() * heads * (subtiles / 2)
+    return subtiles % 2 == 0 ? units * heads * (subtiles / 2)
                              : int64_t(pairs_per_row()) * batch * heads;
   }
   // Pair p's virtual tiles: rank 0's (lead) and rank `rank`'s (mine; -1 where the row has no
@@ -64,8 +67,8 @@ struct TilePairOrder {
     const int64_t b = pair_unit / pairs_per_row();
     const int range = 2 * int(pair_unit - b * pairs_per_row()) + rank;
     const int64_t unit = b * tiles_per_row + range;
-    lead = band_rest(head, unit - rank, units(), heads, band);
-    mine = range < tiles_per_row ? band_rest(head, unit, units(), heads, band) : -1;
+    lead = band_rest(head, unit - rank, units, heads, band);
+    mine = range < tiles_per_row ? band_rest(head, unit, units, heads, band) : -1;
   }
 };
 
