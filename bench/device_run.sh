@@ -175,9 +175,9 @@ for stage in $STAGES; do
         if [ ! -f "$d/test_prefill_hopper.gz" ]; then note "exptests $e: no $d/test_prefill_hopper.gz"; continue; fi
         gunzip -kf "$d"/*.gz
         rm -f "$d/FAILED"
-        # A failed (or hung: EXP_TIMEOUT) experiment is marked, and neither its memcheck nor
+        # A failed (or hung: EXP_TIMEOUT, 150 s) experiment is marked, and neither its memcheck nor
         # its benchmark (the prefill stage's PREFILL_ALT_BINS) runs.
-        timeout "${EXP_TIMEOUT:-90}" "$d/test_prefill_hopper" --gtest_brief=1 >"$OUT/exp_$e.log" 2>&1 ||
+        timeout "${EXP_TIMEOUT:-150}" "$d/test_prefill_hopper" --gtest_brief=1 >"$OUT/exp_$e.log" 2>&1 ||
           echo "rc=$?" >"$d/FAILED"
         note "exptests $e: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/exp_$e.log" | tr '\n' ' ' | head -c 200) $(cat "$d/FAILED" 2>/dev/null)"
         if [ -n "${EXP_SAN_FILTER:-}" ] && [ ! -f "$d/FAILED" ]; then

@@ -212,10 +212,20 @@ TEST(PrefillHopper, CudaRagged) {
 // subtiles), MHA with an even and an odd number of query ranges (ghosts), ragged rows read
 // from the device (one of them without keys), and K/V large enough for bands of fewer KV
 // heads than the call has (split_band: about 24 MB a band). Elsewhere the test is skipped.
+// Whether this process runs the cluster experiment's kernel where it applies: a cluster build,
+// with neither its run-time switch nor TMA K/V turned off.
+bool cluster_pairs_expected() {
+  const auto off = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && std::atoi(v) == 0;
+  };
+  return hopper_expected() && flashpage::cuda::prefill_hopper_cluster_build() &&
+         !off("FLASHPAGE_PREFILL_MULTICAST") && !off("FLASHPAGE_PREFILL_TMA");
+}
+
 TEST(PrefillHopper, CudaClusterPairsRunWhereBuilt) {
   FP_REQUIRE_CUDA();
-  if (!hopper_expected() || !flashpage::cuda::prefill_hopper_cluster_build())
-    GTEST_SKIP() << "no cluster kernel in this build";
+  if (!cluster_pairs_expected()) GTEST_SKIP() << "no cluster kernel in this build or run";
   FP_SEEDED_RNG(rng);
   const auto expect_pairs = [](const std::string& what) {
     EXPECT_STREQ(flashpage::cuda::last_prefill_kernel(), "hopper_pairs") << what;
@@ -367,17 +377,21 @@ TEST(PrefillHopper, CudaPaged) {
 }
 
 // CudaClusterPairsRunWhereBuilt for paged prefill's work lists, where pairs stay inside a
-// 64-token item (groups of 4, 8 and 16): ragged rows whose last items are short (ghosts) and
-// uniform rows.
+// 64-token item (groups that are multiples of 4): ragged rows whose last items are short
+// (ghosts) and uniform rows.
 TEST(PrefillHopper, CudaPagedClusterPairsRunWhereBuilt) {
   FP_REQUIRE_CUDA();
-  if (!hopper_expected() || !flashpage::cuda::prefill_hopper_cluster_build())
-    GTEST_SKIP() << "no cluster kernel in this build";
+  if (!cluster_pairs_expected()) GTEST_SKIP() << "no cluster kernel in this build or run";
   FP_SEEDED_RNG(rng);
   const HopperPagedCase cases[] = {
       {{700, 520}, {600, 520}, 0, 16, 8, 2, 128, KvLayout::NHD, DType::bf16, false},
       {{700, 520}, {}, 520, 32, 16, 2, 64, KvLayout::HND, DType::f16, false},
-      {{1000, 600}, {530, 600}, 0, 16, 32, 2, 256, KvLayout::NHD, DType::bf16, false}};
+      {{1000, 600}, {530, 600}, 0, 16, 32, 2, 256, KvLayout::NHD, DType::bf16, false},
+      // A 20-token row (its single item pairs with another row's: a ghost in separate
+      // items), a row without queries and one without keys; group 12.
+      {{1500, 300, 50, 0}, {1400, 20, 0, 700}, 0, 16, 8, 2, 128, KvLayout::NHD, DType::bf16,
+       false},
+      {{900, 640}, {900, 640}, 0, 16, 24, 2, 64, KvLayout::HND, DType::f16, false}};
   for (const HopperPagedCase& c : cases) {
     FP_CASE(run_paged(rng, c));
     EXPECT_STREQ(flashpage::cuda::last_prefill_kernel(), "hopper_pairs") << c.str();

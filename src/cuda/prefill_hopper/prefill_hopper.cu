@@ -230,14 +230,15 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     // tile of a row sees the same keys, K/V go by TMA, and the pairs' order is known.
     // A ghost (a pair whose second tile has no rows) costs a whole tile of math, so only
     // where they are rare, judged by the mean row: with an even group at most one per row and
-    // head (its last query range), so rows of 4+ ranges; with MHA one per row and head of an
-    // odd number of ranges, so an even number or 8+.
+    // head (its last query range or item), so rows of 4+ ranges; with MHA one per row and
+    // head of an odd number of ranges, so an even number or 8+.
     // Work lists (paged prefill): items of work_tile_tokens, pairs only inside an item (an
-    // even number of subtiles per item: groups of 4, 8, 16).
+    // even number of subtiles per item: groups that are multiples of 4), where a short item
+    // (a row's last) can leave the pair's second subtile without rows: a ghost too.
     const bool list = p.work_ints != nullptr;
     const int64_t queries = list ? int64_t(p.num_work_host) * p.work_tile_tokens
-                                 : p.max_qo_len >= 0 ? p.max_qo_len * p.batch_size
-                                                     : p.num_qo_tokens;
+                            : p.max_qo_len >= 0 ? int64_t(p.max_qo_len) * p.batch_size
+                                                : int64_t(p.num_qo_tokens);
     const int64_t mean_len = queries / std::max(p.batch_size, 1);
     const int64_t ranges = (mean_len + kRange - 1) / kRange;
     const bool pairs_fit = list ? a.item_subtiles % 2 == 0 && k.group % 2 == 0

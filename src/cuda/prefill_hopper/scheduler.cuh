@@ -48,10 +48,11 @@ using prefill_tc::TileKeyRanges;
 constexpr int kQueryTileTokens = 128;  // query tokens per range without a work list
 
 // An experiment built only with this compile definition (bench/NOTES.md, session 26):
-// non-causal ragged / sdpa calls run on clusters of two blocks that take M tiles of one
-// (row, KV head) in pairs and share every K/V tile, each block loading half of it by TMA
-// multicast into both (cluster_pair below, Producer::load_slice_tma), so the K/V bytes read
-// from L2 halve. 0 (the default) compiles none of it.
+// non-causal calls (ragged, sdpa, and paged work lists of groups that are multiples of 4) run
+// on clusters of two blocks that take M tiles of one (row, KV head) in pairs and share every
+// K/V tile, each block loading half of it by TMA multicast into both (cluster_pair below,
+// Producer::load_slice_tma), so the K/V bytes read from L2 halve. 0 (the default) compiles
+// none of it.
 #ifndef FLASHPAGE_PREFILL_CLUSTER
 #define FLASHPAGE_PREFILL_CLUSTER 0
 #endif
