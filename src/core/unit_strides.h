@@ -11,19 +11,21 @@
 
 namespace flashpage::detail {
 
+// It runs before every CUDA call, so the usual view (no size-1 dim with another stride) comes
+// back as it is, its strides not even copied.
 inline Tensor natural_unit_strides(const Tensor& t) {
   if (!t.defined()) return t;
-  Shape strides = t.strides();
-  bool changed = false;
+  Shape strides;        // a copy, made at the first stride that changes
   int64_t natural = 1;  // dim d's stride in a contiguous layout of the dims inside it
   for (int64_t d = t.dim() - 1; d >= 0; --d) {
-    if (t.size(d) == 1 && strides[size_t(d)] != natural) {
-      strides[size_t(d)] = natural;
-      changed = true;
+    int64_t stride = t.stride(d);
+    if (t.size(d) == 1 && stride != natural) {
+      if (strides.empty()) strides = t.strides();
+      stride = strides[size_t(d)] = natural;
     }
-    natural = strides[size_t(d)] * t.size(d);
+    natural = stride * t.size(d);
   }
-  return changed ? t.as_strided(t.shape(), strides) : t;
+  return strides.empty() ? t : t.as_strided(t.shape(), strides);
 }
 
 }  // namespace flashpage::detail

@@ -121,8 +121,8 @@ void batch_prefill_paged(Workspace& ws, const Plan& plan, const Tensor& q,
 #ifdef FLASHPAGE_WITH_CUDA
   const detail::DeviceScope scope(device);
   Tensor out_view = detail::natural_unit_strides(out);  // core/unit_strides.h
-  cuda::batch_prefill_paged(ws.impl(), plan, detail::natural_unit_strides(q), qo_indptr, kv, mask, resolved, out_view,
-                            detail::natural_unit_strides(lse), stream);
+  cuda::batch_prefill_paged(ws.impl(), plan, detail::natural_unit_strides(q), qo_indptr, kv, mask,
+                            resolved, out_view, detail::natural_unit_strides(lse), stream);
 #else
   (void)stream;
   ops_detail::no_cuda("batch_prefill_paged");

@@ -47,7 +47,8 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
 #ifdef FLASHPAGE_WITH_CUDA
   const detail::DeviceScope scope(device);
   Tensor out_view = detail::natural_unit_strides(out);  // core/unit_strides.h
-  cuda::batch_prefill_ragged(detail::natural_unit_strides(q), detail::natural_unit_strides(k), detail::natural_unit_strides(v), qo_indptr, kv_indptr, resolved,
+  cuda::batch_prefill_ragged(detail::natural_unit_strides(q), detail::natural_unit_strides(k),
+                             detail::natural_unit_strides(v), qo_indptr, kv_indptr, resolved,
                              out_view, detail::natural_unit_strides(lse), stream);
 #else
   (void)stream;

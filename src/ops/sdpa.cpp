@@ -63,7 +63,9 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
 #ifdef FLASHPAGE_WITH_CUDA
   const detail::DeviceScope scope(device);
   Tensor out_view = detail::natural_unit_strides(out);  // core/unit_strides.h
-  cuda::sdpa(detail::natural_unit_strides(q), detail::natural_unit_strides(k), detail::natural_unit_strides(v), m, resolved, out_view, detail::natural_unit_strides(lse), stream);
+  cuda::sdpa(detail::natural_unit_strides(q), detail::natural_unit_strides(k),
+             detail::natural_unit_strides(v), m, resolved, out_view,
+             detail::natural_unit_strides(lse), stream);
 #else
   (void)stream;
   ops_detail::no_cuda("sdpa");

@@ -156,10 +156,6 @@ __device__ __forceinline__ int64_t step_units(const Schedule& s, int64_t units) 
 }
 __device__ __forceinline__ int tiles_per_step(const Schedule& s) { return s.fold ? 2 : 1; }
 
-// The schedule's sizes: the host's, or derived here from qo_indptr (rows_from_indptr) and
-// the work list's header. A warp-collective call (every lane gets the same result); the
-// indptr reads are independent, several in flight per lane, so B = 1024 rows cost a few L2
-// round trips.
 // The cluster experiment's pair order (tile_order.h) for this call (subtiles: 1 or even, the
 // host's condition).
 __device__ __forceinline__ TilePairOrder pair_order(const HopperArgs& a, const Schedule& s) {
@@ -167,7 +163,10 @@ __device__ __forceinline__ TilePairOrder pair_order(const HopperArgs& a, const S
                        a.k.p.num_kv_heads, a.head_band};
 }
 
-// kPairs: the steps are a cluster's tile pairs (cluster_pair).
+// The schedule's sizes: the host's, or derived here from qo_indptr (rows_from_indptr) and
+// the work list's header. A warp-collective call (every lane gets the same result); the
+// indptr reads are independent, several in flight per lane, so B = 1024 rows cost a few L2
+// round trips. kPairs: the steps are a cluster's tile pairs (cluster_pair).
 template <bool kPairs = false>
 __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
   Schedule s{a.num_virtual, a.units, a.tiles_per_row};

@@ -39,8 +39,8 @@ FP_HOPPER_HD int64_t band_rest(int head, int64_t unit, int64_t units, int heads,
 // list's item pairs with one). A pair is two M tiles of one row and KV head: with an even
 // number of subtiles, virtual tiles 2p and 2p + 1 (subtiles 2i and 2i + 1 of one unit; with a
 // work list the host also requires an even number of subtiles per item, a group that is a
-// multiple of 4, so both are of one item); with one subtile (MHA, no work list), ranges 2j and 2j + 1 of a row, ordered like
-// the units (bands of heads, head fastest).
+// multiple of 4, so both are of one item); with one subtile (MHA, no work list), ranges 2j
+// and 2j + 1 of a row, ordered like the units (bands of heads, head fastest).
 struct TilePairOrder {
   int subtiles = 1;  // 1 or even
   int64_t units = 0;
