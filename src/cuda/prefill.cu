@@ -40,11 +40,8 @@ bool hopper_disabled() {
 // generic kernel.
 bool run_tensor_core_prefill(const PrefillTcParams& t, cudaStream_t stream) {
   if (!hopper_disabled() && run_prefill_hopper(t, stream)) {
-    // "hopper_pairs": the cluster experiment's kernel (prefill_hopper.h), so its tests can
-    // tell that it ran.
-    g_last_prefill_kernel = prefill_hopper_last_ran_pairs()
-                                ? "hopper_pairs"
-                                : prefill_kernel_name(PrefillKernel::hopper);
+    g_last_prefill_kernel = prefill_kernel_name(
+        prefill_hopper_last_ran_pairs() ? PrefillKernel::hopper_pairs : PrefillKernel::hopper);
     return true;
   }
   if (run_prefill_tc(t, stream)) {
@@ -178,6 +175,7 @@ PrefillKernel select_prefill_kernel(const PrefillTcParams& params) {
 const char* prefill_kernel_name(PrefillKernel kernel) {
   switch (kernel) {
     case PrefillKernel::hopper: return "hopper";
+    case PrefillKernel::hopper_pairs: return "hopper_pairs";
     case PrefillKernel::tc: return "tc";
     default: return "generic";
   }

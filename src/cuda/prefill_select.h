@@ -9,7 +9,10 @@
 
 namespace flashpage::cuda {
 
-enum class PrefillKernel { hopper, tc, generic };
+// hopper_pairs: the Hopper kernel on clusters of two blocks (the FLASHPAGE_PREFILL_CLUSTER
+// experiment, prefill_hopper.h); run_prefill_hopper decides it per call, so only
+// last_prefill_kernel reports it, never select_prefill_kernel.
+enum class PrefillKernel { hopper, hopper_pairs, tc, generic };
 
 PrefillKernel select_prefill_kernel(const PrefillTcParams& params);
 const char* prefill_kernel_name(PrefillKernel kernel);
