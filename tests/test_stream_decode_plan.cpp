@@ -24,8 +24,6 @@ struct Config {
 int64_t check_work(const StreamDecodeWork& w, const std::vector<int64_t>& lengths,
                    const Config& c, int64_t max_partials) {
   const int64_t batch = int64_t(lengths.size());
-  const int wph = StreamDecodeTiling::warps_per_head(
-      StreamDecodeTiling::heads_per_block(int(c.hkv), int(c.d)));
   EXPECT_EQ(w.block_indptr.size(), size_t(c.blocks) + 1);
   EXPECT_EQ(w.block_indptr.front(), 0);
   EXPECT_EQ(w.block_indptr.back(), int32_t(w.items.size()));
@@ -63,13 +61,14 @@ int64_t check_work(const StreamDecodeWork& w, const std::vector<int64_t>& length
     EXPECT_EQ(at, lengths[size_t(b)]) << "row " << b << " not covered";
     const int32_t s0 = w.merge_indptr[size_t(b)], s1 = w.merge_indptr[size_t(b) + 1];
     auto& s = slots[int32_t(b)];
-    if (r.size() == 1 && wph == 1) {
+    // One slot per piece of a cut row (warps sharing a head combine in the block).
+    if (r.size() == 1) {
       EXPECT_EQ(s[0], -1) << "an uncut row writes the output itself";
       EXPECT_EQ(s0, s1);
     } else {
-      EXPECT_EQ(s1 - s0, int32_t(r.size()) * wph);
+      EXPECT_EQ(s1 - s0, int32_t(r.size()));
       std::sort(s.begin(), s.end());
-      for (size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s[i], s0 + int32_t(i) * wph);
+      for (size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s[i], s0 + int32_t(i));
     }
   }
   return max_load;
@@ -90,7 +89,7 @@ TEST(StreamDecodePlan, RandomBatchesCoveredAndBalanced) {
                  std::to_string(c.blocks));
     const int64_t roomy = 1 << 20;
     const StreamDecodeWork w =
-        flashpage::plan_stream_decode(lengths, c.hkv, c.d, c.blocks, roomy);
+        flashpage::plan_stream_decode(lengths, c.hkv, c.blocks, roomy);
     const int64_t max_load = check_work(w, lengths, c, roomy);
     // Balance: no block carries much more than an equal share (plus a few minimum pieces).
     int64_t total = 0;
@@ -100,17 +99,14 @@ TEST(StreamDecodePlan, RandomBatchesCoveredAndBalanced) {
                                2 * StreamDecodeTiling::kItemOverheadTokens);
     EXPECT_LE(max_load, share + share / 10 + slack) << "share " << share;
     // With too few partial slots for cuts, rows stay whole (and still covered).
-    const int wph = StreamDecodeTiling::warps_per_head(
-        StreamDecodeTiling::heads_per_block(int(c.hkv), int(c.d)));
-    const int64_t tight = batch * wph;
-    const StreamDecodeWork whole =
-        flashpage::plan_stream_decode(lengths, c.hkv, c.d, c.blocks, tight);
+    const int64_t tight = batch;
+    const StreamDecodeWork whole = flashpage::plan_stream_decode(lengths, c.hkv, c.blocks, tight);
     check_work(whole, lengths, c, tight);
   }
 }
 
 TEST(StreamDecodePlan, OneLongRowSpreadsOverEveryBlock) {
-  const StreamDecodeWork w = flashpage::plan_stream_decode({32768}, 8, 128, 132, 1 << 20);
+  const StreamDecodeWork w = flashpage::plan_stream_decode({32768}, 8, 132, 1 << 20);
   int busy = 0;
   for (size_t k = 0; k + 1 < w.block_indptr.size(); ++k) busy += w.block_indptr[k + 1] > w.block_indptr[k];
   EXPECT_EQ(busy, 132);
@@ -136,7 +132,7 @@ TEST(StreamDecodePlan, HeadPartsCoverEveryVirtualRow) {
                  std::to_string(parts) + " Hkv=" + std::to_string(c.hkv));
     const int64_t roomy = 1 << 20;
     const StreamDecodeWork w =
-        flashpage::plan_stream_decode(lengths, c.hkv, c.d, c.blocks, roomy, parts, uncut_pct);
+        flashpage::plan_stream_decode(lengths, c.hkv, c.blocks, roomy, parts, uncut_pct);
     std::vector<int64_t> virtual_lengths;
     for (int64_t len : lengths) virtual_lengths.insert(virtual_lengths.end(), size_t(parts), len);
     check_work(w, virtual_lengths, {c.hkv / parts, c.d, c.blocks}, roomy);
@@ -149,26 +145,26 @@ TEST(StreamDecodePlan, RowsThatFitTheBlocksStayWhole) {
   const int64_t roomy = 1 << 20;
   // B = 64, L = 4096, Hkv = 8 in two parts: 128 virtual rows of 4 KV heads on 132 blocks.
   const std::vector<int64_t> uniform(64, 4096);
-  const StreamDecodeWork whole = flashpage::plan_stream_decode(uniform, 8, 128, 132, roomy, 2, 10);
+  const StreamDecodeWork whole = flashpage::plan_stream_decode(uniform, 8, 132, roomy, 2, 10);
   EXPECT_EQ(whole.num_partials, 0);
   EXPECT_EQ(whole.items.size(), size_t(128));
   for (size_t k = 0; k + 1 < whole.block_indptr.size(); ++k)
     EXPECT_LE(whole.block_indptr[k + 1] - whole.block_indptr[k], 1) << "block " << k;
   // The same rows with the rule off: cut to equal shares over all 132 blocks.
-  const StreamDecodeWork cut = flashpage::plan_stream_decode(uniform, 8, 128, 132, roomy, 2, 0);
+  const StreamDecodeWork cut = flashpage::plan_stream_decode(uniform, 8, 132, roomy, 2, 0);
   EXPECT_GT(cut.num_partials, 0);
   // Lengths 1..8192: the longest is far above an equal share, so rows are cut.
   std::vector<int64_t> ragged(64);
   for (size_t b = 0; b < ragged.size(); ++b) ragged[b] = 1 + int64_t(b) * 8191 / 63;
-  EXPECT_GT(flashpage::plan_stream_decode(ragged, 8, 128, 132, roomy, 2, 10).num_partials, 0);
+  EXPECT_GT(flashpage::plan_stream_decode(ragged, 8, 132, roomy, 2, 10).num_partials, 0);
   // 256 rows on 132 blocks: more rows than blocks.
-  EXPECT_GT(flashpage::plan_stream_decode(std::vector<int64_t>(256, 1024), 8, 128, 132, roomy, 1, 10)
+  EXPECT_GT(flashpage::plan_stream_decode(std::vector<int64_t>(256, 1024), 8, 132, roomy, 1, 10)
                 .num_partials,
             0);
 }
 
 // P: the largest power of two dividing Hkv with B * P <= blocks whose parts keep the blocks'
-// KV-head count, where the virtual rows then fill the blocks (within 10%), on pages of whole
+// consumer warps, where the virtual rows then fill the blocks (within 10%), on pages of whole
 // 8-token boxes.
 TEST(StreamDecodePlan, HeadPartsPolicy) {
   using flashpage::stream_decode_head_parts;
@@ -177,61 +173,79 @@ TEST(StreamDecodePlan, HeadPartsPolicy) {
   EXPECT_EQ(stream_decode_head_parts(60, 16, 128, 16, 132), 2);   // 120 rows: within 10%
   EXPECT_EQ(stream_decode_head_parts(50, 16, 128, 16, 132), 1);   // 100 rows: cut anyway
   EXPECT_EQ(stream_decode_head_parts(64, 8, 256, 16, 132), 2);    // 4 heads a block at 256
-  EXPECT_EQ(stream_decode_head_parts(64, 8, 128, 16, 132), 1);    // would halve the blocks' 8
-  EXPECT_EQ(stream_decode_head_parts(16, 32, 128, 16, 132), 1);   // 64 rows: cut anyway
+  EXPECT_EQ(stream_decode_head_parts(64, 8, 128, 16, 132), 2);    // 4 heads on 8 warps
+  EXPECT_EQ(stream_decode_head_parts(16, 32, 128, 16, 132), 8);   // 128 rows of 4 heads
+  EXPECT_EQ(stream_decode_head_parts(16, 8, 128, 16, 132), 1);    // 64 rows: cut anyway
+  EXPECT_EQ(stream_decode_head_parts(32, 8, 128, 16, 132), 4);    // 2 heads on 8 warps
+  EXPECT_EQ(stream_decode_head_parts(64, 2, 256, 16, 132), 2);    // 1 head on 4 warps, as 2
   EXPECT_EQ(stream_decode_head_parts(128, 32, 128, 16, 132), 1);  // fills the blocks as it is
-  EXPECT_EQ(stream_decode_head_parts(64, 2, 128, 16, 132), 1);
+  EXPECT_EQ(stream_decode_head_parts(64, 2, 128, 16, 132), 1);   // 1 head would get 4 warps
   EXPECT_EQ(stream_decode_head_parts(64, 32, 128, 1, 132), 1);    // page 1: single-token copies
   EXPECT_EQ(stream_decode_head_parts(64, 32, 128, 12, 132), 1);   // no whole boxes
   EXPECT_EQ(stream_decode_head_parts(0, 32, 128, 16, 132), 1);
 }
 
-TEST(StreamDecodePlan, TooFewSlotsForWarpPartialsIsAnError) {
-  // Two warps share each KV head at Hkv = 2, D = 256: every row needs two slots.
-  EXPECT_THROW(flashpage::plan_stream_decode({10, 10}, 2, 256, 4, 3), flashpage::Error);
+// Warps sharing a head need no slots of their own: with no room for cuts, long rows run whole
+// (and write the output themselves).
+TEST(StreamDecodePlan, NoSlotsLeavesRowsWhole) {
+  const StreamDecodeWork w = flashpage::plan_stream_decode({32768, 9000}, 2, 132, 0);
+  EXPECT_EQ(w.num_partials, 0);
+  ASSERT_EQ(w.items.size(), size_t(2));
+  for (const auto& it : w.items) EXPECT_EQ(it.slot, -1);
 }
 
 }  // namespace
 
-// The ring's geometry (decode_tiling.h) for every block shape the kernel can get, padded rows
-// and TMA boxes: it fits the shared-memory budget with at least two stages; for boxes, rows
-// stay 128-byte aligned, a stage holds whole boxes, and single-token boxes sit an odd number
-// of 128-byte rows apart (what makes 8 consecutive tokens fall in 8 swizzle phases). And the
-// producer-warp count each shape gets.
+// The ring's geometry (decode_tiling.h) for every block shape the kernel can get (any head
+// part, blocks of 2 or 4 heads on 8 warps or not), padded rows and TMA boxes: the consumer
+// warps are a kernel instance's (8 only up to head_dim 128) with at most 4 per head; the ring
+// and the combine buffer fit the shared-memory budget with at least two stages; for boxes,
+// rows stay 128-byte aligned, a stage holds whole boxes, and single-token boxes sit an odd
+// number of 128-byte rows apart (what makes 8 consecutive tokens fall in 8 swizzle phases).
+// And the producer-warp count each shape gets.
 TEST(StreamDecodePlan, RingGeometry) {
   using T = StreamDecodeTiling;
   for (int d : {64, 128, 256})
-    for (int hkv : {1, 2, 3, 4, 8, 16, 32}) {
-      const int heads = T::heads_per_block(hkv, d);
-      for (int group = 1; group <= 32; ++group)
-        for (int box : {0, 1, T::kTmaBoxTokens}) {
-          SCOPED_TRACE(::testing::Message() << "d=" << d << " hkv=" << hkv << " group=" << group
-                                            << " box=" << box);
-          const int stages = T::stages(heads, d, group, box);
-          EXPECT_GE(stages, 2);
-          EXPECT_LE(T::smem_bytes(heads, d, group, box, stages), T::kSmemBudget);
-          // Producer warps: at least one, never more than the ring's stages (a producer must
-          // not run a whole ring ahead of the releases it waits on) nor the kernel's limit.
-          for (int requested : {0, 1, 2, 3, 4, 9}) {
-            const int p = T::producer_warps(requested, heads, stages);
-            EXPECT_GE(p, 1);
-            EXPECT_LE(p, stages);
-            EXPECT_LE(p, T::max_producer_warps(T::consumer_warps(heads)));
-            if (requested >= 1 && requested <= 2) {
-              EXPECT_EQ(p, requested);  // 2 always fit
+    for (int hkv : {1, 2, 3, 4, 8, 16, 32})
+      for (int parts = 1; hkv % parts == 0; parts *= 2)
+        for (bool wide : {false, true}) {
+          const int heads = T::heads_per_block(hkv / parts, d);
+          const int warps = T::consumer_warps(heads, d, wide);
+          SCOPED_TRACE(::testing::Message() << "d=" << d << " hkv=" << hkv << " parts=" << parts
+                                            << " wide=" << wide);
+          EXPECT_TRUE(warps == 4 || (warps == 8 && d <= 128)) << warps << " warps";
+          EXPECT_EQ(warps % heads, 0);
+          EXPECT_LE(T::warps_per_head(heads, warps), 4);
+          for (int group = 1; group <= 32; ++group)
+            for (int box : {0, 1, T::kTmaBoxTokens}) {
+              SCOPED_TRACE(::testing::Message() << "group=" << group << " box=" << box);
+              const int stages = T::stages(heads, warps, d, group, box);
+              EXPECT_GE(stages, 2);
+              EXPECT_LE(T::smem_bytes(heads, warps, d, group, box, stages), T::kSmemBudget);
+              EXPECT_EQ(T::combine_bytes(heads, warps, d, group) % 128, 0);
+              // Producer warps: at least one, never more than the ring's stages (a producer
+              // must not run a whole ring ahead of the releases it waits on) nor the kernel's
+              // limit.
+              for (int requested : {0, 1, 2, 3, 4, 9}) {
+                const int p = T::producer_warps(requested, warps, stages);
+                EXPECT_GE(p, 1);
+                EXPECT_LE(p, stages);
+                EXPECT_LE(p, T::max_producer_warps(warps));
+                if (requested >= 1 && requested <= 2) {
+                  EXPECT_EQ(p, requested);  // 2 always fit
+                }
+              }
+              if (box == 0) continue;
+              EXPECT_EQ(T::stage_tokens(heads, warps) % box, 0);
+              const int stride = T::tma_box_stride(heads, d, box);
+              EXPECT_EQ(stride % T::kSwizzleRowBytes, 0);
+              EXPECT_GE(stride, T::tma_box_bytes(heads, d, box));
+              EXPECT_EQ(T::stage_bytes(heads, warps, d, box) % (2 * T::kSwizzleRowBytes), 0);
+              if (box == 1) {
+                EXPECT_EQ((stride / T::kSwizzleRowBytes) % 2, 1);
+              } else {
+                EXPECT_EQ(T::tma_box_bytes(heads, d, box) % T::kSwizzleAtomBytes, 0);
+              }
             }
-          }
-          if (box == 0) continue;
-          EXPECT_EQ(T::stage_tokens(heads) % box, 0);
-          const int stride = T::tma_box_stride(heads, d, box);
-          EXPECT_EQ(stride % T::kSwizzleRowBytes, 0);
-          EXPECT_GE(stride, T::tma_box_bytes(heads, d, box));
-          EXPECT_EQ(T::stage_bytes(heads, d, box) % (2 * T::kSwizzleRowBytes), 0);
-          if (box == 1) {
-            EXPECT_EQ((stride / T::kSwizzleRowBytes) % 2, 1);
-          } else {
-            EXPECT_EQ(T::tma_box_bytes(heads, d, box) % T::kSwizzleAtomBytes, 0);
-          }
         }
-    }
 }

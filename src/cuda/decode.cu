@@ -21,6 +21,7 @@
 #include "cuda/tensor_map.h"
 #include "ops/decode_kernel_choice.h"
 #include "ops/decode_tiling.h"
+#include "ops/stream_decode_plan.h"
 
 namespace flashpage::cuda {
 namespace {
@@ -341,8 +342,10 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     const int heads = StreamDecodeTiling::heads_per_block(
         int(args.num_kv_heads / plan.head_parts), int(plan.head_dim));
     sa.heads_per_block = heads;
-    sa.query_groups = StreamDecodeTiling::query_groups(args.group_size);
     const int d = int(plan.head_dim);
+    const int warps = StreamDecodeTiling::consumer_warps(heads, d, stream_decode_wide_blocks());
+    sa.consumer_warps = warps;
+    sa.query_groups = StreamDecodeTiling::query_groups(args.group_size);
     if (stream_knobs().tma != 0) {
       const int box =
           kv.page_size() % StreamDecodeTiling::kTmaBoxTokens == 0 ? StreamDecodeTiling::kTmaBoxTokens : 1;
@@ -352,10 +355,11 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
                      "tensor maps (page_size ", kv.page_size(), ", head_dim ", d, ")");
     }
     const int box_tokens = sa.kv_box_tokens;  // 0: the maps were refused or not asked for
-    sa.stages = StreamDecodeTiling::stages(heads, d, args.group_size, box_tokens);
+    sa.stages = StreamDecodeTiling::stages(heads, warps, d, args.group_size, box_tokens);
     if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);
-    sa.smem_bytes = StreamDecodeTiling::smem_bytes(heads, d, args.group_size, box_tokens, sa.stages);
-    sa.producer_warps = StreamDecodeTiling::producer_warps(stream_knobs().producers, heads, sa.stages);
+    sa.smem_bytes =
+        StreamDecodeTiling::smem_bytes(heads, warps, d, args.group_size, box_tokens, sa.stages);
+    sa.producer_warps = StreamDecodeTiling::producer_warps(stream_knobs().producers, warps, sa.stages);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;

@@ -46,6 +46,7 @@ struct StreamDecodeArgs {
   DecodeArgs d;
   int32_t kv_box_tokens = 0;
   int32_t heads_per_block = 1;  // KV heads streamed together
+  int32_t consumer_warps = 4;   // StreamDecodeTiling::consumer_warps (the kernel's instance)
   int32_t query_groups = 1;     // ceil(group / 16): query-head groups per KV head
   int32_t stages = 2;           // shared-memory ring depth
   int32_t smem_bytes = 0;       // dynamic shared memory of the launch

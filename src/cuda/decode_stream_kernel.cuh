@@ -25,8 +25,10 @@
 // Consumer warp c serves KV head c % heads of the block and token slice c / heads of every
 // stage: per 16 tokens, S[16 query heads x 16] = Q.K^T on m16n8k16 MMAs, online softmax in
 // the log2 domain, O += P.V. Every K/V byte is read from HBM once for all query heads of its
-// group. When several warps share a head (fewer than 4 KV heads per block), each writes its
-// own partial and the split merge combines them.
+// group. Where several warps share a head (blocks of fewer than 8 KV heads: 2 or 4 warps per
+// head, each on its own 16-token slice of every stage), they fold their states into the
+// head's first warp through shared memory (the combine buffer) at the end of a sub-unit, and
+// that warp alone writes the output or the item's partial.
 #include <cstdint>
 
 #include "core/check.h"
@@ -57,7 +59,8 @@ struct StreamDecodeBlock {
   // Stage tokens per producer lane: a stage holds 16 tokens per warp sharing a head, at most
   // 4 warps per head (1 KV head per block, 4 consumer warps): 64 tokens.
   static constexpr int kTokensPerLane = 2;
-  static_assert(Tiling::stage_tokens(1) <= 32 * kTokensPerLane);
+  static_assert(Tiling::stage_tokens(1, Tiling::consumer_warps(1, kHeadDim)) <= 32 * kTokensPerLane &&
+                Tiling::stage_tokens(2, Tiling::consumer_warps(2, kHeadDim)) <= 32 * kTokensPerLane);
 
   const StreamDecodeArgs& a;
   uint32_t bars;       // full[stages], empty[stages], q_full, q_empty (8 bytes each)
@@ -79,9 +82,9 @@ struct StreamDecodeBlock {
     warp = int(threadIdx.x) >> 5;
     heads = a.heads_per_block;
     row_bytes = Tiling::token_row_bytes(heads, kHeadDim);
-    stage_tokens = Tiling::kSliceTokens * (kConsumerWarps / heads);
+    stage_tokens = Tiling::stage_tokens(heads, kConsumerWarps);
     box_tokens = a.kv_box_tokens;
-    stage_bytes = Tiling::stage_bytes(heads, kHeadDim, box_tokens);
+    stage_bytes = Tiling::stage_bytes(heads, kConsumerWarps, kHeadDim, box_tokens);
     box_bytes = box_tokens > 0 ? Tiling::tma_box_bytes(heads, kHeadDim, box_tokens) : 0;
     box_stride = box_tokens > 0 ? Tiling::tma_box_stride(heads, kHeadDim, box_tokens) : 0;
     query_rows = Tiling::query_rows(a.d.group_size);
@@ -90,12 +93,18 @@ struct StreamDecodeBlock {
     bars = ptx::smem_addr(smem);
     smem_base = smem;
     q_slot = bars + Tiling::kBarrierBytes;
-    stage0 = q_slot + uint32_t(Tiling::query_bytes(heads, kHeadDim, a.d.group_size));
+    stage0 = combine_buffer() +
+             uint32_t(Tiling::combine_bytes(heads, kConsumerWarps, kHeadDim, a.d.group_size));
     if (box_tokens > 0) {
       constexpr uint32_t kAtom = Tiling::kSwizzleAtomBytes;
       stage0 = (stage0 + kAtom - 1) & ~(kAtom - 1);
     }
   }
+  // [heads][warps per head - 1][query_rows][D + 8] f32 O, then their (m, d): combine_slices.
+  __device__ __forceinline__ uint32_t combine_buffer() const {
+    return q_slot + uint32_t(Tiling::query_bytes(heads, kHeadDim, a.d.group_size));
+  }
+  __device__ __forceinline__ int warps_per_head() const { return kConsumerWarps / heads; }
   __device__ __forceinline__ uint32_t k_stage(int s) const {
     return stage0 + uint32_t(s * stage_bytes);
   }
@@ -326,9 +335,71 @@ struct StreamDecodeBlock {
   DecodeWarpState<T, kHeadDim> st;
   uint32_t qa[kKSteps][4];  // the 16 x D query tile as MMA A fragments
 
-  // Final output (slot < 0) or this warp's partial (slot + token slice) for its head's rows.
+  // Warps sharing a head: the others' states (denominators already summed over the quads)
+  // folded into the head's first warp (slice 0) through the combine buffer. Named barrier
+  // 1 + head_local joins the head's warps, once so that slice 0 reads complete states and
+  // once so that none overwrites them before it has.
+  __device__ __forceinline__ void combine_slices(const SubUnit& su, int head_local, int slice) {
+    const int warps_per_head = this->warps_per_head();
+    float* o_rows = reinterpret_cast<float*>(smem_base + (combine_buffer() - bars));
+    constexpr int kRowFloats = Tiling::combine_row_floats(kHeadDim);
+    float* md_rows = o_rows + heads * (warps_per_head - 1) * query_rows * kRowFloats;
+    const int g = lane >> 2, c = 2 * (lane & 3);
+    const int first_state = head_local * (warps_per_head - 1) * query_rows;
+    if (slice > 0) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int r = g + 8 * i;
+        if (r >= su.rows) continue;
+        const int at = first_state + (slice - 1) * query_rows + r;
+#pragma unroll
+        for (int n = 0; n < kDimTiles; ++n)
+          *reinterpret_cast<float2*>(o_rows + at * kRowFloats + 8 * n + c) =
+              make_float2(st.o[n][2 * i], st.o[n][2 * i + 1]);
+        if ((lane & 3) == 0)
+          *reinterpret_cast<float2*>(md_rows + 2 * at) = make_float2(st.m[i], st.d[i]);
+      }
+    }
+    ptx::named_barrier_sync(1 + head_local, 32 * warps_per_head);
+    if (slice == 0) {
+      for (int other = 1; other < warps_per_head; ++other) {
+        // Rows past the valid ones fold in row 0's state (finite; never written out).
+        const int at0 = first_state + (other - 1) * query_rows;
+        const int rows[2] = {g < su.rows ? g : 0, g + 8 < su.rows ? g + 8 : 0};
+        float mine[2], theirs[2];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const float2 md = *reinterpret_cast<const float2*>(md_rows + 2 * (at0 + rows[i]));
+          const float m_new = fmaxf(st.m[i], md.x);
+          mine[i] = softmax_rescale(st.m[i], m_new);
+          theirs[i] = softmax_rescale(md.x, m_new);
+          st.m[i] = m_new;
+          st.d[i] = st.d[i] * mine[i] + md.y * theirs[i];
+        }
+        const float* o0 = o_rows + (at0 + rows[0]) * kRowFloats + c;
+        const float* o1 = o_rows + (at0 + rows[1]) * kRowFloats + c;
+#pragma unroll
+        for (int n = 0; n < kDimTiles; ++n) {
+          const float2 x = *reinterpret_cast<const float2*>(o0 + 8 * n);
+          const float2 y = *reinterpret_cast<const float2*>(o1 + 8 * n);
+          st.o[n][0] = st.o[n][0] * mine[0] + x.x * theirs[0];
+          st.o[n][1] = st.o[n][1] * mine[0] + x.y * theirs[0];
+          st.o[n][2] = st.o[n][2] * mine[1] + y.x * theirs[1];
+          st.o[n][3] = st.o[n][3] * mine[1] + y.y * theirs[1];
+        }
+      }
+    }
+    ptx::named_barrier_sync(1 + head_local, 32 * warps_per_head);
+  }
+
+  // Final output (slot < 0) or the item's partial (slot) for its head's rows, by the head's
+  // first warp (after the others' states are folded into it).
   __device__ __forceinline__ void epilogue(const SubUnit& su, int head_local, int slice) {
     st.reduce_denominators();
+    if (warps_per_head() > 1) {
+      combine_slices(su, head_local, slice);
+      if (slice > 0) return;
+    }
     const int g = lane >> 2, c = 2 * (lane & 3);
     float* partial_lse_base =
         a.d.partial_out + int64_t(a.d.work_ints[1]) * a.d.num_qo_heads * kHeadDim;
@@ -349,7 +420,7 @@ struct StreamDecodeBlock {
         if (a.d.lse != nullptr && (lane & 3) == 0)
           a.d.lse[int64_t(su.row) * a.d.lse_stride_batch + int64_t(head) * a.d.lse_stride_head] = lse;
       } else {
-        const int64_t at = int64_t(su.slot + slice) * a.d.num_qo_heads + head;
+        const int64_t at = int64_t(su.slot) * a.d.num_qo_heads + head;
         float* po = a.d.partial_out + at * kHeadDim;
 #pragma unroll
         for (int n = 0; n < kDimTiles; ++n)
@@ -455,14 +526,18 @@ struct StreamDecodeBlock {
   // Timing experiment (ablate bit 2, with bit 1: no merge; wrong results): writes the block's
   // SM, start and end (globaltimer, low 32 bits: the last consumer warp to finish) as 3 u32
   // at out-LSE [3 * block] (the caller sizes it and zeroes it).
-  __device__ __forceinline__ void record_block_time(uint64_t t_start) const {
-    if (lane != 0 || a.d.lse == nullptr) return;
+  // The start is written before the consumer loop, so that no register holds it through
+  // the loop (at head_dim 128 and 256 ptxas spilled it).
+  __device__ __forceinline__ void record_block_start() const {
+    if (lane != 0 || warp != 0 || a.d.lse == nullptr) return;
     uint32_t* rec = reinterpret_cast<uint32_t*>(a.d.lse) + 3 * blockIdx.x;
-    if (warp == 0) {
-      rec[0] = ptx::smid();
-      rec[1] = uint32_t(t_start);
-    }
-    atomicMax(rec + 2, uint32_t(ptx::globaltimer()));
+    rec[0] = ptx::smid();
+    rec[1] = uint32_t(ptx::globaltimer());
+  }
+  __device__ __forceinline__ void record_block_end() const {
+    if (lane != 0 || a.d.lse == nullptr) return;
+    atomicMax(reinterpret_cast<uint32_t*>(a.d.lse) + 3 * blockIdx.x + 2,
+              uint32_t(ptx::globaltimer()));
   }
 
   // Padded rows: zeroes the V half of every stage once: tokens past an item's end are never
@@ -502,9 +577,9 @@ __global__ void __launch_bounds__(StreamDecodeBlock<T, kHeadDim, kConsumerWarps>
   if (block.warp >= kConsumerWarps) {
     block.produce(start);
   } else {
-    const uint64_t t_start = (args.ablate & 4) ? ptx::globaltimer() : 0;
+    if (args.ablate & 4) block.record_block_start();
     block.consume();
-    if (args.ablate & 4) block.record_block_time(t_start);
+    if (args.ablate & 4) block.record_block_end();
   }
 #endif
 }
@@ -530,7 +605,7 @@ void launch_stream_decode_warps(const StreamDecodeArgs& args, int grid, cudaStre
 
 template <class T, int kHeadDim>
 void launch_stream_decode(const StreamDecodeArgs& args, int grid, cudaStream_t stream) {
-  const int warps = StreamDecodeTiling::consumer_warps(args.heads_per_block);
+  const int warps = args.consumer_warps;
   if constexpr (kHeadDim <= 128) {
     if (warps == 8) return launch_stream_decode_warps<T, kHeadDim, 8>(args, grid, stream);
   }

@@ -70,6 +70,11 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (whole warps).
+__device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Nanoseconds of the GPU's global timer and the SM the thread runs on (timing experiments).
 __device__ __forceinline__ uint64_t globaltimer() {
   uint64_t t;

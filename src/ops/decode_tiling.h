@@ -37,7 +37,7 @@ struct DecodeTiling {
 // SM walks its share of the work list. A producer warp streams whole token rows of
 // `heads_per_block` KV heads (one bulk copy per token and K/V, any page size) into a ring of
 // shared-memory stages; consumer warps each own one KV head's 16 query-head rows (MMA M) and
-// a 16-token slice of every stage. Work items cover every KV head of a (virtual) row's token
+// a 16-token slice of every stage (consumer_warps). Work items cover every KV head of a (virtual) row's token
 // range (a virtual row: one of Plan::head_parts parts of a row's KV heads); the block walks
 // an item's head blocks and query-head groups as consecutive sub-units.
 struct StreamDecodeTiling {
@@ -63,10 +63,17 @@ struct StreamDecodeTiling {
       if (num_kv_heads % h == 0) return h;
     return 1;
   }
-  static constexpr int consumer_warps(int heads) {
-    return heads > kMinConsumerWarps ? heads : kMinConsumerWarps;
+  // Consumer warps of a block of `heads` KV heads: one per head from 8 heads. Below 8, at
+  // head_dim <= 128, still 8 (`wide`): 2 or 4 warps per head split each stage's tokens and
+  // fold their states together in shared memory at the end of a sub-unit (the combine
+  // buffer), so a block of 4 heads streams as fast as one of 8 (blocks of 4 warps measured
+  // ~2% slower, NOTES.md session 24). Otherwise 4 (head_dim 256: the register file; 1 head:
+  // at most 4 warps per head, kTokensPerLane in the kernel).
+  static constexpr int consumer_warps(int heads, int head_dim, bool wide = true) {
+    if (heads >= 8) return heads;
+    return wide && head_dim <= 128 && heads >= 2 ? 8 : kMinConsumerWarps;
   }
-  static constexpr int warps_per_head(int heads) { return consumer_warps(heads) / heads; }
+  static constexpr int warps_per_head(int heads, int warps) { return warps / heads; }
   // Producer warps beside the consumers: up to 4, but 2 beside 8 consumer warps (320 threads
   // leave the 8-consumer kernels their ~170 registers). Never more than the ring's stages: a
   // producer then never runs a whole ring ahead of the consumers' releases it waits on.
@@ -74,10 +81,12 @@ struct StreamDecodeTiling {
     return consumer_warps >= 8 ? 2 : 4;
   }
   // The producer warps a launch gets for `requested` (at least 1) and a ring of `stages`.
-  static constexpr int producer_warps(int requested, int heads, int stages) {
-    return std::clamp(requested, 1, std::min(max_producer_warps(consumer_warps(heads)), stages));
+  static constexpr int producer_warps(int requested, int warps, int stages) {
+    return std::clamp(requested, 1, std::min(max_producer_warps(warps), stages));
   }
-  static constexpr int stage_tokens(int heads) { return kSliceTokens * warps_per_head(heads); }
+  static constexpr int stage_tokens(int heads, int warps) {
+    return kSliceTokens * warps_per_head(heads, warps);
+  }
   static constexpr int query_rows(int group_size) {
     return group_size < kRowsPerWarp ? group_size : kRowsPerWarp;
   }
@@ -90,6 +99,14 @@ struct StreamDecodeTiling {
   static constexpr int query_row_bytes(int head_dim) { return head_dim * kElemBytes + kRowPadBytes; }
   static constexpr int query_bytes(int heads, int head_dim, int group_size) {
     return heads * query_rows(group_size) * query_row_bytes(head_dim);
+  }
+  // Where warps share a head, the states of all but its first warp: f32 O rows of D + 8
+  // floats (8 rows of a fragment then fall in different banks), then the rows' max and
+  // denominator, padded to whole 128-byte lines.
+  static constexpr int combine_row_floats(int head_dim) { return head_dim + 8; }
+  static constexpr int combine_bytes(int heads, int warps, int head_dim, int group_size) {
+    const int states = heads * (warps_per_head(heads, warps) - 1) * query_rows(group_size);
+    return (states * (combine_row_floats(head_dim) + 2) * 4 + 127) / 128 * 128;
   }
   // K/V by TMA (decode_stream_kernel.cuh): boxes of `box_tokens` tokens (8 where the page
   // size is a multiple of 8, else 1) x the block's heads land as
@@ -117,28 +134,31 @@ struct StreamDecodeTiling {
   }
   // The ring, for K/V in padded rows (box_tokens 0: bulk copies) or in TMA boxes. Bytes of
   // one stage, K then V:
-  static constexpr int stage_bytes(int heads, int head_dim, int box_tokens) {
+  static constexpr int stage_bytes(int heads, int warps, int head_dim, int box_tokens) {
     return box_tokens == 0
-               ? 2 * stage_tokens(heads) * token_row_bytes(heads, head_dim)
-               : 2 * (stage_tokens(heads) / box_tokens) *
+               ? 2 * stage_tokens(heads, warps) * token_row_bytes(heads, head_dim)
+               : 2 * (stage_tokens(heads, warps) / box_tokens) *
                      tma_box_stride(heads, head_dim, box_tokens);
   }
-  // What precedes the stages: barriers, the query slot and, for TMA boxes, one swizzle atom
+  // What precedes the stages: barriers, the query slot, the combine buffer and, for TMA
+  // boxes, one swizzle atom
   // (the dynamic shared memory is only 16-byte aligned; the kernel rounds the stages' start
   // up to an atom).
-  static constexpr int fixed_bytes(int heads, int head_dim, int group_size, int box_tokens) {
+  static constexpr int fixed_bytes(int heads, int warps, int head_dim, int group_size,
+                                   int box_tokens) {
     return kBarrierBytes + query_bytes(heads, head_dim, group_size) +
+           combine_bytes(heads, warps, head_dim, group_size) +
            (box_tokens == 0 ? 0 : kSwizzleAtomBytes);
   }
-  static constexpr int stages(int heads, int head_dim, int group_size, int box_tokens) {
-    const int room = kSmemBudget - fixed_bytes(heads, head_dim, group_size, box_tokens);
-    const int fit = room / stage_bytes(heads, head_dim, box_tokens);
+  static constexpr int stages(int heads, int warps, int head_dim, int group_size, int box_tokens) {
+    const int room = kSmemBudget - fixed_bytes(heads, warps, head_dim, group_size, box_tokens);
+    const int fit = room / stage_bytes(heads, warps, head_dim, box_tokens);
     return fit < kMaxStages ? fit : kMaxStages;
   }
-  static constexpr int smem_bytes(int heads, int head_dim, int group_size, int box_tokens,
-                                  int stages) {
-    return fixed_bytes(heads, head_dim, group_size, box_tokens) +
-           stages * stage_bytes(heads, head_dim, box_tokens);
+  static constexpr int smem_bytes(int heads, int warps, int head_dim, int group_size,
+                                  int box_tokens, int stages) {
+    return fixed_bytes(heads, warps, head_dim, group_size, box_tokens) +
+           stages * stage_bytes(heads, warps, head_dim, box_tokens);
   }
   // Shared by the planner's cost model: what an item costs beyond streaming its tokens
   // (query load, epilogue), in tokens of one sub-unit.
@@ -149,11 +169,15 @@ struct StreamDecodeTiling {
 
 // Two stages at least for the largest query slot, padded rows and single-token boxes (the
 // largest stages); tests/test_stream_decode_plan.cpp checks every block shape.
-static_assert(StreamDecodeTiling::stages(8, 128, 16, 0) >= 2 &&
-              StreamDecodeTiling::stages(4, 256, 16, 0) >= 2 &&
-              StreamDecodeTiling::stages(8, 64, 16, 0) >= 2);
-static_assert(StreamDecodeTiling::stages(8, 128, 16, 1) >= 2 &&
-              StreamDecodeTiling::stages(4, 256, 16, 1) >= 2 &&
-              StreamDecodeTiling::stages(8, 64, 16, 1) >= 2);
+static_assert(StreamDecodeTiling::stages(8, 8, 128, 16, 0) >= 2 &&
+              StreamDecodeTiling::stages(4, 8, 128, 16, 0) >= 2 &&
+              StreamDecodeTiling::stages(4, 4, 256, 16, 0) >= 2 &&
+              StreamDecodeTiling::stages(1, 4, 256, 16, 0) >= 2 &&
+              StreamDecodeTiling::stages(8, 8, 64, 16, 0) >= 2);
+static_assert(StreamDecodeTiling::stages(8, 8, 128, 16, 1) >= 2 &&
+              StreamDecodeTiling::stages(4, 8, 128, 16, 1) >= 2 &&
+              StreamDecodeTiling::stages(4, 4, 256, 16, 1) >= 2 &&
+              StreamDecodeTiling::stages(1, 4, 256, 16, 1) >= 2 &&
+              StreamDecodeTiling::stages(8, 8, 64, 16, 1) >= 2);
 
 }  // namespace flashpage

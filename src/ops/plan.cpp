@@ -165,8 +165,8 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
         stream_decode_head_parts(plan.batch_size, plan.num_kv_heads, plan.head_dim,
                                  plan.page_size, blocks);
     StreamDecodeWork work =
-        plan_stream_decode(lengths, plan.num_kv_heads, plan.head_dim, blocks, max_partials,
-                           plan.head_parts, stream_decode_uncut_pct());
+        plan_stream_decode(lengths, plan.num_kv_heads, blocks, max_partials, plan.head_parts,
+                           stream_decode_uncut_pct());
     plan.num_partials = work.num_partials;
     plan.grid = blocks;
     plan.kv_chunk = 0;  // pieces vary in length

@@ -108,12 +108,19 @@ int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t he
   static const int64_t mode = env_or("FLASHPAGE_DECODE_HEAD_PARTS", 1);
   const int64_t pct = stream_decode_uncut_pct();
   if (mode == 0 || pct == 0 || batch < 1 || page_size % Tiling::kTmaBoxTokens != 0) return 1;
-  // Mode 1: only while a part keeps the blocks' head count; mode 2: down to 4 KV heads.
-  const int64_t min_heads =
-      mode == 1 ? Tiling::heads_per_block(int(num_kv_heads), int(head_dim)) : Tiling::kMinConsumerWarps;
+  const bool wide = stream_decode_wide_blocks();
+  const auto warps = [&](int64_t parts) {
+    return Tiling::consumer_warps(Tiling::heads_per_block(int(num_kv_heads / parts), int(head_dim)),
+                                  int(head_dim), wide);
+  };
+  // Mode 1: only while a part's blocks keep their consumer warps (the streaming rate);
+  // mode 2: also parts down to 4 KV heads on fewer warps.
+  const auto keeps_rate = [&](int64_t parts) {
+    return mode == 1 ? warps(parts) >= warps(1)
+                     : num_kv_heads / parts >= Tiling::kMinConsumerWarps;
+  };
   int64_t parts = 1;
-  while (num_kv_heads % (2 * parts) == 0 && num_kv_heads / (2 * parts) >= min_heads &&
-         batch * 2 * parts <= blocks)
+  while (num_kv_heads % (2 * parts) == 0 && keeps_rate(2 * parts) && batch * 2 * parts <= blocks)
     parts *= 2;
   // Parts pay only where the virtual rows then fill the blocks, so that equal rows run uncut.
   return batch * parts * (100 + pct) >= blocks * 100 ? parts : 1;
@@ -124,14 +131,17 @@ int64_t stream_decode_uncut_pct() {
   return pct;
 }
 
+bool stream_decode_wide_blocks() {
+  static const bool wide = env_or("FLASHPAGE_DECODE_WIDE_BLOCKS", 1) != 0;
+  return wide;
+}
+
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int64_t num_kv_heads,
-                                    int64_t head_dim, int64_t blocks, int64_t max_partials,
-                                    int64_t head_parts, int64_t uncut_pct) {
+                                    int64_t blocks, int64_t max_partials, int64_t head_parts,
+                                    int64_t uncut_pct) {
   check::require(blocks >= 1, "plan_decode: expected at least one block, got ", blocks);
   check::require(head_parts >= 1 && num_kv_heads % head_parts == 0, "plan_decode: ",
                  head_parts, " head parts do not divide ", num_kv_heads, " KV heads");
-  const int heads = Tiling::heads_per_block(int(num_kv_heads / head_parts), int(head_dim));
-  const int64_t warps_per_head = Tiling::warps_per_head(heads);
   // Virtual row v = b * P + p: row b's head part p, as long as row b.
   std::vector<int64_t> lengths;
   lengths.reserve(row_lengths.size() * size_t(head_parts));
@@ -172,7 +182,7 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int
     for (const Piece& p : ps) ++per_row[size_t(p.row)];
     int64_t n = 0;
     for (int64_t c : per_row)
-      if (c > 1 || warps_per_head > 1) n += c * warps_per_head;
+      if (c > 1) n += c;
     return n;
   };
   if (count_partials(pieces) > max_partials) pieces = assign_rows(lengths, blocks);
@@ -190,11 +200,8 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int
   int32_t slot = 0;
   for (int64_t b = 0; b < rows; ++b) {
     const auto& ids = by_row[size_t(b)];
-    if (ids.size() > 1 || warps_per_head > 1)
-      for (size_t i : ids) {
-        slot_of[i] = slot;
-        slot += int32_t(warps_per_head);
-      }
+    if (ids.size() > 1)
+      for (size_t i : ids) slot_of[i] = slot++;
     work.merge_indptr[size_t(b) + 1] = slot;
   }
   work.num_partials = slot;

@@ -9,6 +9,7 @@
 // similarly named helpers for other kernels.
 #include <cstdint>
 
+#include "cuda/ptx.cuh"
 #include "cuda/ptx_sm90.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -72,7 +73,7 @@ __device__ __forceinline__ void fence_proxy_async() {
 
 __device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads) {
 #if defined(FP_HOPPER_DEVICE)
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+  ptx::named_barrier_sync(id, threads);
 #endif
 }
 __device__ __forceinline__ void named_arrive(uint32_t id, uint32_t threads) {
