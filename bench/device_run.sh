@@ -69,6 +69,8 @@ for stage in $STAGES; do
       # The merge reading its plan before griddepcontrol.wait (off by default until measured).
       [ "${EARLY_PLAN_TESTS:-1}" = 1 ] &&
         decode_variant earlyplan "merge plan before its wait" FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1
+      # More knobs: DECODE_TEST_VARIANTS="name=ENV=VALUE ...".
+      for v in ${DECODE_TEST_VARIANTS:-}; do decode_variant "${v%%=*}" "decode, ${v#*=}" "${v#*=}"; done
       for p in ${PRODUCER_TESTS:-1 4}; do
         decode_variant "producers$p" "decode, $p producer warps" FLASHPAGE_DECODE_PRODUCERS=$p
       done
