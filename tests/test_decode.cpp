@@ -204,7 +204,8 @@ TEST(Decode, CudaLongRows) {
 
 // Many KV heads per row: the streamed sm_90 kernel copies the rows of 8, 4, 2 or 1 KV heads
 // together (several head blocks per item at Hkv = 32; query groups above 16 take several
-// sub-units; fewer than 4 heads per block share a head between warps).
+// sub-units; blocks of fewer than 8 heads share each head between 2 or 4 warps, which combine
+// their states in the block, on uncut rows and on the pieces of cut ones).
 TEST(Decode, CudaHeadBlocks) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
@@ -212,7 +213,8 @@ TEST(Decode, CudaHeadBlocks) {
     int64_t hkv, group, d;
   };
   for (const Heads& h : std::vector<Heads>{{8, 4, 128}, {8, 8, 64}, {32, 1, 128}, {4, 4, 256},
-                                           {6, 2, 64}, {8, 32, 64}, {16, 2, 256}, {3, 5, 128}})
+                                           {6, 2, 64}, {8, 32, 64}, {16, 2, 256}, {3, 5, 128},
+                                           {4, 4, 128}, {4, 8, 64}, {2, 20, 128}, {1, 8, 256}})
     for (KvLayout layout : {KvLayout::NHD, KvLayout::HND})
       FP_CASE(run_decode(rng, {{0, 1, 15, 16, 17, 1000, 3000}, 16, h.hkv * h.group, h.hkv, h.d,
                                layout, rng.coin(0.5) ? DType::bf16 : DType::f16},
@@ -288,6 +290,9 @@ TEST(Decode, CudaHeadParts) {
                      cuda0(), ws, false, expect(2, true, true)));
   FP_CASE(run_decode(rng, {uniform(sms / 4, 333), 16, 64, 8, 128, KvLayout::HND, DType::f16, 200},
                      cuda0(), ws, false, expect(4, true, true)));
+  // The same parts on rows of unequal lengths: cut, each piece's combined state one partial.
+  FP_CASE(run_decode(rng, {ragged(sms / 2, 2000), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
+                     cuda0(), ws, false, expect(2, false, true)));
   // head_dim 256, 2 KV heads: parts of one head on 4 warps (4 per head).
   FP_CASE(run_decode(rng, {uniform(sms / 2, 260), 16, 16, 2, 256, KvLayout::NHD, DType::bf16},
                      cuda0(), ws, false, expect(2, true)));

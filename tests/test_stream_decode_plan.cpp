@@ -164,25 +164,39 @@ TEST(StreamDecodePlan, RowsThatFitTheBlocksStayWhole) {
 }
 
 // P: the largest power of two dividing Hkv with B * P <= blocks whose parts keep the blocks'
-// consumer warps, where the virtual rows then fill the blocks (within 10%), on pages of whole
-// 8-token boxes.
+// consumer warps (wide blocks) or KV heads (not wide: the policy before session 27), where
+// the virtual rows then fill the blocks (within 10%), on pages of whole 8-token boxes.
 TEST(StreamDecodePlan, HeadPartsPolicy) {
-  using flashpage::stream_decode_head_parts;
-  EXPECT_EQ(stream_decode_head_parts(64, 32, 128, 16, 132), 2);   // 16 heads a part, 8 a block
-  EXPECT_EQ(stream_decode_head_parts(33, 32, 128, 16, 132), 4);
-  EXPECT_EQ(stream_decode_head_parts(60, 16, 128, 16, 132), 2);   // 120 rows: within 10%
-  EXPECT_EQ(stream_decode_head_parts(50, 16, 128, 16, 132), 1);   // 100 rows: cut anyway
-  EXPECT_EQ(stream_decode_head_parts(64, 8, 256, 16, 132), 2);    // 4 heads a block at 256
-  EXPECT_EQ(stream_decode_head_parts(64, 8, 128, 16, 132), 2);    // 4 heads on 8 warps
-  EXPECT_EQ(stream_decode_head_parts(16, 32, 128, 16, 132), 8);   // 128 rows of 4 heads
-  EXPECT_EQ(stream_decode_head_parts(16, 8, 128, 16, 132), 1);    // 64 rows: cut anyway
-  EXPECT_EQ(stream_decode_head_parts(32, 8, 128, 16, 132), 4);    // 2 heads on 8 warps
-  EXPECT_EQ(stream_decode_head_parts(64, 2, 256, 16, 132), 2);    // 1 head on 4 warps, as 2
-  EXPECT_EQ(stream_decode_head_parts(128, 32, 128, 16, 132), 1);  // fills the blocks as it is
-  EXPECT_EQ(stream_decode_head_parts(64, 2, 128, 16, 132), 1);   // 1 head would get 4 warps
-  EXPECT_EQ(stream_decode_head_parts(64, 32, 128, 1, 132), 1);    // page 1: single-token copies
-  EXPECT_EQ(stream_decode_head_parts(64, 32, 128, 12, 132), 1);   // no whole boxes
-  EXPECT_EQ(stream_decode_head_parts(0, 32, 128, 16, 132), 1);
+  const auto parts = [](int64_t batch, int64_t hkv, int64_t d, int64_t page, bool wide) {
+    return flashpage::stream_decode_head_parts(batch, hkv, d, page, 132, wide);
+  };
+  for (bool wide : {true, false}) {
+    SCOPED_TRACE(wide ? "wide blocks" : "blocks of fewer than 8 heads on 4 warps");
+    EXPECT_EQ(parts(64, 32, 128, 16, wide), 2);   // 16 heads a part, 8 a block
+    EXPECT_EQ(parts(33, 32, 128, 16, wide), 4);
+    EXPECT_EQ(parts(60, 16, 128, 16, wide), 2);   // 120 rows: within 10%
+    EXPECT_EQ(parts(50, 16, 128, 16, wide), 1);   // 100 rows: cut anyway
+    EXPECT_EQ(parts(64, 8, 256, 16, wide), 2);    // 4 heads a block at 256
+    EXPECT_EQ(parts(16, 8, 128, 16, wide), 1);    // 64 rows at most: cut anyway
+    EXPECT_EQ(parts(128, 32, 128, 16, wide), 1);  // fills the blocks as it is
+    EXPECT_EQ(parts(64, 2, 128, 16, wide), 1);    // 1 head: 4 warps, 2 heads: 8 or 4 warps
+    EXPECT_EQ(parts(64, 32, 128, 1, wide), 1);    // page 1: single-token copies
+    EXPECT_EQ(parts(64, 32, 128, 12, wide), 1);   // no whole boxes
+    EXPECT_EQ(parts(0, 32, 128, 16, wide), 1);
+  }
+  // Wide: 4 or 2 heads on 8 warps, and at head_dim 256 (4 warps whatever the heads) parts
+  // down to one head.
+  EXPECT_EQ(parts(64, 8, 128, 16, true), 2);
+  EXPECT_EQ(parts(32, 8, 128, 16, true), 4);
+  EXPECT_EQ(parts(16, 32, 128, 16, true), 8);   // 128 rows of 4 heads
+  EXPECT_EQ(parts(64, 2, 256, 16, true), 2);    // 1 head on 4 warps, as 2 heads
+  EXPECT_EQ(parts(16, 8, 256, 16, true), 8);
+  // Not wide: the blocks keep their heads.
+  EXPECT_EQ(parts(64, 8, 128, 16, false), 1);
+  EXPECT_EQ(parts(32, 8, 128, 16, false), 1);
+  EXPECT_EQ(parts(16, 32, 128, 16, false), 1);  // 4 parts of 8 heads: 64 rows, cut anyway
+  EXPECT_EQ(parts(64, 2, 256, 16, false), 1);
+  EXPECT_EQ(parts(16, 8, 256, 16, false), 1);   // 2 parts of 4: 32 rows, cut anyway
 }
 
 // Warps sharing a head need no slots of their own: with no room for cuts, long rows run whole

@@ -606,6 +606,10 @@ void launch_stream_decode_warps(const StreamDecodeArgs& args, int grid, cudaStre
 template <class T, int kHeadDim>
 void launch_stream_decode(const StreamDecodeArgs& args, int grid, cudaStream_t stream) {
   const int warps = args.consumer_warps;
+  // Each head's warps split a stage's tokens (at most 4: kTokensPerLane) and combine.
+  check::require(warps % args.heads_per_block == 0 && warps / args.heads_per_block <= 4,
+                 "batch_decode: ", warps, " consumer warps cannot share ", args.heads_per_block,
+                 " KV heads");
   if constexpr (kHeadDim <= 128) {
     if (warps == 8) return launch_stream_decode_warps<T, kHeadDim, 8>(args, grid, stream);
   }

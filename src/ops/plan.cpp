@@ -163,7 +163,7 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
     const int64_t blocks = detail::cuda_sm_count(ws.device().index);
     plan.head_parts =
         stream_decode_head_parts(plan.batch_size, plan.num_kv_heads, plan.head_dim,
-                                 plan.page_size, blocks);
+                                 plan.page_size, blocks, stream_decode_wide_blocks());
     StreamDecodeWork work =
         plan_stream_decode(lengths, plan.num_kv_heads, blocks, max_partials, plan.head_parts,
                            stream_decode_uncut_pct());

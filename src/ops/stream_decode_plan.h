@@ -34,20 +34,23 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
                                     int64_t uncut_pct = 0);
 
 // P for a batch: the largest power of two dividing Hkv with B * P <= blocks whose parts
-// keep the blocks' consumer warps (StreamDecodeTiling::consumer_warps: 8 KV heads, or 4 or 2
-// heads on 8 warps), and only if the B * P virtual rows then fill the blocks to within the
-// uncut tolerance (else rows are cut anyway and P stays 1); only where pages hold whole
-// 8-token TMA boxes. Measured on an H100 (bench/NOTES.md, session 24): parts that halved the
-// blocks' heads *and warps* (8 -> 4) made 64 x 512 3.6-4.4% faster but random-length
-// batches 2% slower; blocks of 4 heads now keep 8 warps (2 per head). FLASHPAGE_DECODE_HEAD_PARTS=2
-// also allows parts down to 4 KV heads on fewer warps; =0 makes P 1. It depends only on what
-// a captured graph keeps across re-plans of one batch size, never on the lengths.
+// keep the blocks' consumer warps (`wide`: StreamDecodeTiling::consumer_warps, 8 for blocks
+// of 8, 4 or 2 KV heads at head_dim <= 128, 4 at 256) or, not `wide`, their KV heads (the
+// policy before session 27), and only if the B * P virtual rows then fill the blocks to
+// within the uncut tolerance (else rows are cut anyway and P stays 1); only where pages hold
+// whole 8-token TMA boxes. Measured on an H100 (bench/NOTES.md, session 24): parts that
+// halved the blocks' heads *and warps* (8 -> 4) made 64 x 512 3.6-4.4% faster but
+// random-length batches 2% slower; wide blocks of 4 heads keep 8 warps (2 per head).
+// FLASHPAGE_DECODE_HEAD_PARTS=2 allows parts down to 4 KV heads whatever the warps; =0 makes
+// P 1. It depends only on what a captured graph keeps across re-plans of one batch size,
+// never on the lengths.
 int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t head_dim,
-                                 int64_t page_size, int64_t blocks);
+                                 int64_t page_size, int64_t blocks, bool wide);
 // The planner's uncut tolerance: FLASHPAGE_DECODE_UNCUT_PCT, 10 by default (0: off).
 int64_t stream_decode_uncut_pct();
 // Blocks of 2 or 4 KV heads on 8 consumer warps (StreamDecodeTiling::consumer_warps `wide`);
-// FLASHPAGE_DECODE_WIDE_BLOCKS=0 gives them 4 warps, as before session 27 (for A/B runs).
+// FLASHPAGE_DECODE_WIDE_BLOCKS=0 gives them 4 warps and the head parts of before session 27
+// (for A/B runs; warps sharing a head combine in the block either way).
 bool stream_decode_wide_blocks();
 
 }  // namespace flashpage
