@@ -204,8 +204,9 @@ TEST(Decode, CudaLongRows) {
 
 // Many KV heads per row: the streamed sm_90 kernel copies the rows of 8, 4, 2 or 1 KV heads
 // together (several head blocks per item at Hkv = 32; query groups above 16 take several
-// sub-units; blocks of fewer than 8 heads share each head between 2 or 4 warps, which combine
-// their states in the block, on uncut rows and on the pieces of cut ones).
+// sub-units; blocks of fewer than 8 heads share each head between 2 or 4 warps, which write
+// a partial each or, with FLASHPAGE_DECODE_COMBINE=1, combine their states in the block, on
+// uncut rows and on the pieces of cut ones).
 TEST(Decode, CudaHeadBlocks) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
@@ -252,13 +253,14 @@ TEST(Decode, CudaHeadParts) {
   }
   const char* mode = std::getenv("FLASHPAGE_DECODE_HEAD_PARTS");
   const bool default_policy = mode == nullptr || std::string(mode) == "1";
-  const char* wide_knob = std::getenv("FLASHPAGE_DECODE_WIDE_BLOCKS");
-  const bool wide = wide_knob == nullptr || std::string(wide_knob) != "0";
-  // wide_only: the expectation holds where blocks of 2 or 4 KV heads get 8 warps.
-  auto expect = [&](int64_t parts, bool uncut, bool wide_only = false) {
+  const char* combine_knob = std::getenv("FLASHPAGE_DECODE_COMBINE");
+  const bool combine = combine_knob != nullptr && std::string(combine_knob) != "0";
+  // combine_only: the expectation holds where warps sharing a head combine in the block
+  // (and blocks of 2 or 4 KV heads get 8 warps): FLASHPAGE_DECODE_COMBINE=1.
+  auto expect = [&](int64_t parts, bool uncut, bool combine_only = false) {
     return [=](const Plan& plan) {
       // The split kernel's plans keep whole rows' heads together; the knobs change P.
-      if (!streamed || !default_policy || (wide_only && !wide)) return;
+      if (!streamed || !default_policy || (combine_only && !combine)) return;
       EXPECT_EQ(plan.head_parts, parts);
       if (uncut) {
         EXPECT_EQ(plan.num_partials, 0) << "equal rows that fit the blocks were cut";
@@ -284,8 +286,9 @@ TEST(Decode, CudaHeadParts) {
   // head_dim 256: blocks of 4 KV heads, so 8 heads make two parts.
   FP_CASE(run_decode(rng, {uniform(sms / 2, 250), 16, 16, 8, 256, KvLayout::NHD, DType::bf16, 100, 30.0f},
                      cuda0(), ws, false, expect(2, true)));
-  // 8 KV heads: parts of 4 (P = 2) or 2 (P = 4) heads keep 8 warps a block (2 or 4 per
-  // head, their states combined in the block); uncut, nothing merged.
+  // With the combine, 8 KV heads: parts of 4 (P = 2) or 2 (P = 4) heads keep 8 warps a block
+  // (2 or 4 per head, their states combined in the block); uncut, nothing merged. Without,
+  // one part (cut rows).
   FP_CASE(run_decode(rng, {uniform(sms / 2, 300), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
                      cuda0(), ws, false, expect(2, true, true)));
   FP_CASE(run_decode(rng, {uniform(sms / 4, 333), 16, 64, 8, 128, KvLayout::HND, DType::f16, 200},
@@ -293,15 +296,15 @@ TEST(Decode, CudaHeadParts) {
   // The same parts on rows of unequal lengths: cut, each piece's combined state one partial.
   FP_CASE(run_decode(rng, {ragged(sms / 2, 2000), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
                      cuda0(), ws, false, expect(2, false, true)));
-  // head_dim 256, 2 KV heads: parts of one head on 4 warps (4 per head).
+  // head_dim 256, 2 KV heads: with the combine, parts of one head on 4 warps (4 per head).
   FP_CASE(run_decode(rng, {uniform(sms / 2, 260), 16, 16, 2, 256, KvLayout::NHD, DType::bf16},
-                     cuda0(), ws, false, expect(2, true)));
-  // As many rows as SMs: one part, uncut; two KV heads (4 warps per head, combined in the
-  // block: nothing merged either).
+                     cuda0(), ws, false, expect(2, true, true)));
+  // As many rows as SMs: one part, uncut; two KV heads (warps sharing each head: merged
+  // unless they combine in the block).
   FP_CASE(run_decode(rng, {uniform(sms, 200), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
                      cuda0(), ws, false, expect(1, true)));
   FP_CASE(run_decode(rng, {uniform(sms, 100), 16, 8, 2, 128, KvLayout::NHD, DType::bf16},
-                     cuda0(), ws, false, expect(1, true)));
+                     cuda0(), ws, false, expect(1, combine)));
 }
 
 // Steps of 100K+ tokens (block shares of ~1000-1800 tokens): every block runs pieces of

@@ -21,8 +21,11 @@ struct Config {
 };
 
 // Checks the invariants; returns the largest block load in tokens (overhead included).
+// warp_partials: the partials each piece writes (1: warps sharing a head combine in the
+// block; more: one per warp, and every row is merged).
 int64_t check_work(const StreamDecodeWork& w, const std::vector<int64_t>& lengths,
-                   const Config& c, int64_t max_partials) {
+                   const Config& c, int64_t max_partials, int64_t warp_partials = 1) {
+  const int32_t wph = int32_t(warp_partials);
   const int64_t batch = int64_t(lengths.size());
   EXPECT_EQ(w.block_indptr.size(), size_t(c.blocks) + 1);
   EXPECT_EQ(w.block_indptr.front(), 0);
@@ -61,14 +64,13 @@ int64_t check_work(const StreamDecodeWork& w, const std::vector<int64_t>& length
     EXPECT_EQ(at, lengths[size_t(b)]) << "row " << b << " not covered";
     const int32_t s0 = w.merge_indptr[size_t(b)], s1 = w.merge_indptr[size_t(b) + 1];
     auto& s = slots[int32_t(b)];
-    // One slot per piece of a cut row (warps sharing a head combine in the block).
-    if (r.size() == 1) {
+    if (r.size() == 1 && wph == 1) {
       EXPECT_EQ(s[0], -1) << "an uncut row writes the output itself";
       EXPECT_EQ(s0, s1);
     } else {
-      EXPECT_EQ(s1 - s0, int32_t(r.size()));
+      EXPECT_EQ(s1 - s0, int32_t(r.size()) * wph);
       std::sort(s.begin(), s.end());
-      for (size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s[i], s0 + int32_t(i));
+      for (size_t i = 0; i < s.size(); ++i) EXPECT_EQ(s[i], s0 + int32_t(i) * wph);
     }
   }
   return max_load;
@@ -84,13 +86,14 @@ TEST(StreamDecodePlan, RandomBatchesCoveredAndBalanced) {
     const int64_t longest = rng.pick(std::vector<int64_t>{1, 17, 600, 9000, 40000});
     std::vector<int64_t> lengths(static_cast<size_t>(batch));
     for (auto& len : lengths) len = rng.coin(0.1) ? 0 : rng.integer(0, longest);
+    const int64_t wph = rng.pick(std::vector<int64_t>{1, 2, 4});
     SCOPED_TRACE("case " + std::to_string(i) + " B=" + std::to_string(batch) + " Hkv=" +
                  std::to_string(c.hkv) + " D=" + std::to_string(c.d) + " blocks=" +
-                 std::to_string(c.blocks));
+                 std::to_string(c.blocks) + " warp partials=" + std::to_string(wph));
     const int64_t roomy = 1 << 20;
     const StreamDecodeWork w =
-        flashpage::plan_stream_decode(lengths, c.hkv, c.blocks, roomy);
-    const int64_t max_load = check_work(w, lengths, c, roomy);
+        flashpage::plan_stream_decode(lengths, c.hkv, c.blocks, roomy, 1, 0, wph);
+    const int64_t max_load = check_work(w, lengths, c, roomy, wph);
     // Balance: no block carries much more than an equal share (plus a few minimum pieces).
     int64_t total = 0;
     for (int64_t len : lengths) total += len + StreamDecodeTiling::kItemOverheadTokens;
@@ -99,9 +102,10 @@ TEST(StreamDecodePlan, RandomBatchesCoveredAndBalanced) {
                                2 * StreamDecodeTiling::kItemOverheadTokens);
     EXPECT_LE(max_load, share + share / 10 + slack) << "share " << share;
     // With too few partial slots for cuts, rows stay whole (and still covered).
-    const int64_t tight = batch;
-    const StreamDecodeWork whole = flashpage::plan_stream_decode(lengths, c.hkv, c.blocks, tight);
-    check_work(whole, lengths, c, tight);
+    const int64_t tight = batch * wph;
+    const StreamDecodeWork whole =
+        flashpage::plan_stream_decode(lengths, c.hkv, c.blocks, tight, 1, 0, wph);
+    check_work(whole, lengths, c, tight, wph);
   }
 }
 
@@ -124,6 +128,7 @@ TEST(StreamDecodePlan, HeadPartsCoverEveryVirtualRow) {
     int64_t parts = 1;  // any power of two dividing Hkv (the policy picks fewer)
     while (c.hkv % (2 * parts) == 0 && rng.coin(0.6)) parts *= 2;
     const int64_t uncut_pct = rng.pick(std::vector<int64_t>{0, 10});
+    const int64_t wph = rng.pick(std::vector<int64_t>{1, 2});
     const int64_t longest = rng.pick(std::vector<int64_t>{1, 600, 9000});
     std::vector<int64_t> lengths(static_cast<size_t>(batch));
     const bool uniform = rng.coin(0.5);
@@ -132,10 +137,10 @@ TEST(StreamDecodePlan, HeadPartsCoverEveryVirtualRow) {
                  std::to_string(parts) + " Hkv=" + std::to_string(c.hkv));
     const int64_t roomy = 1 << 20;
     const StreamDecodeWork w =
-        flashpage::plan_stream_decode(lengths, c.hkv, c.blocks, roomy, parts, uncut_pct);
+        flashpage::plan_stream_decode(lengths, c.hkv, c.blocks, roomy, parts, uncut_pct, wph);
     std::vector<int64_t> virtual_lengths;
     for (int64_t len : lengths) virtual_lengths.insert(virtual_lengths.end(), size_t(parts), len);
-    check_work(w, virtual_lengths, {c.hkv / parts, c.d, c.blocks}, roomy);
+    check_work(w, virtual_lengths, {c.hkv / parts, c.d, c.blocks}, roomy, wph);
   }
 }
 
@@ -164,7 +169,7 @@ TEST(StreamDecodePlan, RowsThatFitTheBlocksStayWhole) {
 }
 
 // P: the largest power of two dividing Hkv with B * P <= blocks whose parts keep the blocks'
-// consumer warps (wide blocks) or KV heads (not wide: the policy before session 27), where
+// consumer warps (wide blocks, with the combine) or KV heads (the default policy), where
 // the virtual rows then fill the blocks (within 10%), on pages of whole 8-token boxes.
 TEST(StreamDecodePlan, HeadPartsPolicy) {
   const auto parts = [](int64_t batch, int64_t hkv, int64_t d, int64_t page, bool wide) {
@@ -199,8 +204,13 @@ TEST(StreamDecodePlan, HeadPartsPolicy) {
   EXPECT_EQ(parts(16, 8, 256, 16, false), 1);   // 2 parts of 4: 32 rows, cut anyway
 }
 
-// Warps sharing a head need no slots of their own: with no room for cuts, long rows run whole
-// (and write the output themselves).
+// Where each warp sharing a head writes its own partial, every row needs that many slots.
+TEST(StreamDecodePlan, TooFewSlotsForWarpPartialsIsAnError) {
+  EXPECT_THROW(flashpage::plan_stream_decode({10, 10}, 2, 4, 3, 1, 0, 2), flashpage::Error);
+}
+
+// Warps that combine in the block need no slots of their own: with no room for cuts, long
+// rows run whole (and write the output themselves).
 TEST(StreamDecodePlan, NoSlotsLeavesRowsWhole) {
   const StreamDecodeWork w = flashpage::plan_stream_decode({32768, 9000}, 2, 132, 0);
   EXPECT_EQ(w.num_partials, 0);
@@ -222,21 +232,22 @@ TEST(StreamDecodePlan, RingGeometry) {
   for (int d : {64, 128, 256})
     for (int hkv : {1, 2, 3, 4, 8, 16, 32})
       for (int parts = 1; hkv % parts == 0; parts *= 2)
-        for (bool wide : {false, true}) {
+        for (bool combine : {false, true}) {  // wide blocks come with the combine
           const int heads = T::heads_per_block(hkv / parts, d);
-          const int warps = T::consumer_warps(heads, d, wide);
+          const int warps = T::consumer_warps(heads, d, combine);
           SCOPED_TRACE(::testing::Message() << "d=" << d << " hkv=" << hkv << " parts=" << parts
-                                            << " wide=" << wide);
+                                            << " combine=" << combine);
           EXPECT_TRUE(warps == 4 || (warps == 8 && d <= 128)) << warps << " warps";
           EXPECT_EQ(warps % heads, 0);
           EXPECT_LE(T::warps_per_head(heads, warps), 4);
           for (int group = 1; group <= 32; ++group)
             for (int box : {0, 1, T::kTmaBoxTokens}) {
               SCOPED_TRACE(::testing::Message() << "group=" << group << " box=" << box);
-              const int stages = T::stages(heads, warps, d, group, box);
+              const int stages = T::stages(heads, warps, d, group, box, combine);
               EXPECT_GE(stages, 2);
-              EXPECT_LE(T::smem_bytes(heads, warps, d, group, box, stages), T::kSmemBudget);
-              EXPECT_EQ(T::combine_bytes(heads, warps, d, group) % 128, 0);
+              EXPECT_LE(T::smem_bytes(heads, warps, d, group, box, combine, stages),
+                        T::kSmemBudget);
+              EXPECT_EQ(T::combine_bytes(heads, warps, d, group, combine) % 128, 0);
               // Producer warps: at least one, never more than the ring's stages (a producer
               // must not run a whole ring ahead of the releases it waits on) nor the kernel's
               // limit.

@@ -343,8 +343,10 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
         int(args.num_kv_heads / plan.head_parts), int(plan.head_dim));
     sa.heads_per_block = heads;
     const int d = int(plan.head_dim);
-    const int warps = StreamDecodeTiling::consumer_warps(heads, d, stream_decode_wide_blocks());
+    const bool combine = stream_decode_combine();  // the planner's choice too (plan.cpp)
+    const int warps = StreamDecodeTiling::consumer_warps(heads, d, combine);
     sa.consumer_warps = warps;
+    sa.combine = combine;
     sa.query_groups = StreamDecodeTiling::query_groups(args.group_size);
     if (stream_knobs().tma != 0) {
       const int box =
@@ -355,10 +357,11 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
                      "tensor maps (page_size ", kv.page_size(), ", head_dim ", d, ")");
     }
     const int box_tokens = sa.kv_box_tokens;  // 0: the maps were refused or not asked for
-    sa.stages = StreamDecodeTiling::stages(heads, warps, d, args.group_size, box_tokens);
+    sa.stages = StreamDecodeTiling::stages(heads, warps, d, args.group_size, box_tokens, combine);
     if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);
     sa.smem_bytes =
-        StreamDecodeTiling::smem_bytes(heads, warps, d, args.group_size, box_tokens, sa.stages);
+        StreamDecodeTiling::smem_bytes(heads, warps, d, args.group_size, box_tokens, combine,
+                                       sa.stages);
     sa.producer_warps = StreamDecodeTiling::producer_warps(stream_knobs().producers, warps, sa.stages);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;

@@ -47,6 +47,7 @@ struct StreamDecodeArgs {
   int32_t kv_box_tokens = 0;
   int32_t heads_per_block = 1;  // KV heads streamed together
   int32_t consumer_warps = 4;   // StreamDecodeTiling::consumer_warps (the kernel's instance)
+  bool combine = false;         // warps sharing a head combine in the block (stream_decode_combine)
   int32_t query_groups = 1;     // ceil(group / 16): query-head groups per KV head
   int32_t stages = 2;           // shared-memory ring depth
   int32_t smem_bytes = 0;       // dynamic shared memory of the launch

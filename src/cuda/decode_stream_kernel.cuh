@@ -26,9 +26,10 @@
 // stage: per 16 tokens, S[16 query heads x 16] = Q.K^T on m16n8k16 MMAs, online softmax in
 // the log2 domain, O += P.V. Every K/V byte is read from HBM once for all query heads of its
 // group. Where several warps share a head (blocks of fewer than 8 KV heads: 2 or 4 warps per
-// head, each on its own 16-token slice of every stage), they fold their states into the
-// head's first warp through shared memory (the combine buffer) at the end of a sub-unit, and
-// that warp alone writes the output or the item's partial.
+// head, each on its own 16-token slice of every stage), each writes its own partial for the
+// split merge, or, with args.combine (FLASHPAGE_DECODE_COMBINE=1, session 27), they fold
+// their states into the head's first warp through shared memory (the combine buffer) at the
+// end of a sub-unit, and that warp alone writes the output or the item's partial.
 #include <cstdint>
 
 #include "core/check.h"
@@ -59,8 +60,10 @@ struct StreamDecodeBlock {
   // Stage tokens per producer lane: a stage holds 16 tokens per warp sharing a head, at most
   // 4 warps per head (1 KV head per block, 4 consumer warps): 64 tokens.
   static constexpr int kTokensPerLane = 2;
-  static_assert(Tiling::stage_tokens(1, Tiling::consumer_warps(1, kHeadDim)) <= 32 * kTokensPerLane &&
-                Tiling::stage_tokens(2, Tiling::consumer_warps(2, kHeadDim)) <= 32 * kTokensPerLane);
+  static_assert(Tiling::stage_tokens(1, Tiling::consumer_warps(1, kHeadDim, true)) <=
+                    32 * kTokensPerLane &&
+                Tiling::stage_tokens(2, Tiling::consumer_warps(2, kHeadDim, true)) <=
+                    32 * kTokensPerLane);
 
   const StreamDecodeArgs& a;
   uint32_t bars;       // full[stages], empty[stages], q_full, q_empty (8 bytes each)
@@ -93,8 +96,8 @@ struct StreamDecodeBlock {
     bars = ptx::smem_addr(smem);
     smem_base = smem;
     q_slot = bars + Tiling::kBarrierBytes;
-    stage0 = combine_buffer() +
-             uint32_t(Tiling::combine_bytes(heads, kConsumerWarps, kHeadDim, a.d.group_size));
+    stage0 = combine_buffer() + uint32_t(Tiling::combine_bytes(heads, kConsumerWarps, kHeadDim,
+                                                               a.d.group_size, a.combine));
     if (box_tokens > 0) {
       constexpr uint32_t kAtom = Tiling::kSwizzleAtomBytes;
       stage0 = (stage0 + kAtom - 1) & ~(kAtom - 1);
@@ -392,11 +395,12 @@ struct StreamDecodeBlock {
     ptx::named_barrier_sync(1 + head_local, 32 * warps_per_head);
   }
 
-  // Final output (slot < 0) or the item's partial (slot) for its head's rows, by the head's
-  // first warp (after the others' states are folded into it).
+  // Final output (slot < 0) or the item's partial for its head's rows: with the combine
+  // (a.combine), by the head's first warp after the others' states are folded into it
+  // (partial slot); without, by every warp (slot + its token slice).
   __device__ __forceinline__ void epilogue(const SubUnit& su, int head_local, int slice) {
     st.reduce_denominators();
-    if (warps_per_head() > 1) {
+    if (a.combine && warps_per_head() > 1) {
       combine_slices(su, head_local, slice);
       if (slice > 0) return;
     }
@@ -420,7 +424,7 @@ struct StreamDecodeBlock {
         if (a.d.lse != nullptr && (lane & 3) == 0)
           a.d.lse[int64_t(su.row) * a.d.lse_stride_batch + int64_t(head) * a.d.lse_stride_head] = lse;
       } else {
-        const int64_t at = int64_t(su.slot) * a.d.num_qo_heads + head;
+        const int64_t at = int64_t(su.slot + (a.combine ? 0 : slice)) * a.d.num_qo_heads + head;
         float* po = a.d.partial_out + at * kHeadDim;
 #pragma unroll
         for (int n = 0; n < kDimTiles; ++n)

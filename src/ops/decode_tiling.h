@@ -64,12 +64,12 @@ struct StreamDecodeTiling {
     return 1;
   }
   // Consumer warps of a block of `heads` KV heads: one per head from 8 heads. Below 8, at
-  // head_dim <= 128, still 8 (`wide`): 2 or 4 warps per head split each stage's tokens and
-  // fold their states together in shared memory at the end of a sub-unit (the combine
-  // buffer), so a block of 4 heads streams as fast as one of 8 (blocks of 4 warps measured
-  // ~2% slower, NOTES.md session 24). Otherwise 4 (head_dim 256: the register file; 1 head:
-  // at most 4 warps per head, kTokensPerLane in the kernel).
-  static constexpr int consumer_warps(int heads, int head_dim, bool wide = true) {
+  // head_dim <= 128 and `wide` (with the in-block combine), still 8: 2 or 4 warps per head
+  // split each stage's tokens and fold their states together in shared memory at the end of
+  // a sub-unit (the combine buffer), so a block of 4 heads may stream as fast as one of 8
+  // (blocks of 4 warps measured ~2% slower, NOTES.md session 24). Otherwise 4 (head_dim 256:
+  // the register file; 1 head: at most 4 warps per head, kTokensPerLane in the kernel).
+  static constexpr int consumer_warps(int heads, int head_dim, bool wide) {
     if (heads >= 8) return heads;
     return wide && head_dim <= 128 && heads >= 2 ? 8 : kMinConsumerWarps;
   }
@@ -100,11 +100,13 @@ struct StreamDecodeTiling {
   static constexpr int query_bytes(int heads, int head_dim, int group_size) {
     return heads * query_rows(group_size) * query_row_bytes(head_dim);
   }
-  // Where warps share a head, the states of all but its first warp: f32 O rows of D + 8
+  // Where warps share a head and combine in the block, the states of all but its first warp: f32 O rows of D + 8
   // floats (8 rows of a fragment then fall in different banks), then the rows' max and
   // denominator, padded to whole 128-byte lines.
   static constexpr int combine_row_floats(int head_dim) { return head_dim + 8; }
-  static constexpr int combine_bytes(int heads, int warps, int head_dim, int group_size) {
+  static constexpr int combine_bytes(int heads, int warps, int head_dim, int group_size,
+                                     bool combine) {
+    if (!combine) return 0;
     const int states = heads * (warps_per_head(heads, warps) - 1) * query_rows(group_size);
     return (states * (combine_row_floats(head_dim) + 2) * 4 + 127) / 128 * 128;
   }
@@ -145,19 +147,21 @@ struct StreamDecodeTiling {
   // (the dynamic shared memory is only 16-byte aligned; the kernel rounds the stages' start
   // up to an atom).
   static constexpr int fixed_bytes(int heads, int warps, int head_dim, int group_size,
-                                   int box_tokens) {
+                                   int box_tokens, bool combine) {
     return kBarrierBytes + query_bytes(heads, head_dim, group_size) +
-           combine_bytes(heads, warps, head_dim, group_size) +
+           combine_bytes(heads, warps, head_dim, group_size, combine) +
            (box_tokens == 0 ? 0 : kSwizzleAtomBytes);
   }
-  static constexpr int stages(int heads, int warps, int head_dim, int group_size, int box_tokens) {
-    const int room = kSmemBudget - fixed_bytes(heads, warps, head_dim, group_size, box_tokens);
+  static constexpr int stages(int heads, int warps, int head_dim, int group_size, int box_tokens,
+                              bool combine) {
+    const int room =
+        kSmemBudget - fixed_bytes(heads, warps, head_dim, group_size, box_tokens, combine);
     const int fit = room / stage_bytes(heads, warps, head_dim, box_tokens);
     return fit < kMaxStages ? fit : kMaxStages;
   }
   static constexpr int smem_bytes(int heads, int warps, int head_dim, int group_size,
-                                  int box_tokens, int stages) {
-    return fixed_bytes(heads, warps, head_dim, group_size, box_tokens) +
+                                  int box_tokens, bool combine, int stages) {
+    return fixed_bytes(heads, warps, head_dim, group_size, box_tokens, combine) +
            stages * stage_bytes(heads, warps, head_dim, box_tokens);
   }
   // Shared by the planner's cost model: what an item costs beyond streaming its tokens
@@ -169,15 +173,15 @@ struct StreamDecodeTiling {
 
 // Two stages at least for the largest query slot, padded rows and single-token boxes (the
 // largest stages); tests/test_stream_decode_plan.cpp checks every block shape.
-static_assert(StreamDecodeTiling::stages(8, 8, 128, 16, 0) >= 2 &&
-              StreamDecodeTiling::stages(4, 8, 128, 16, 0) >= 2 &&
-              StreamDecodeTiling::stages(4, 4, 256, 16, 0) >= 2 &&
-              StreamDecodeTiling::stages(1, 4, 256, 16, 0) >= 2 &&
-              StreamDecodeTiling::stages(8, 8, 64, 16, 0) >= 2);
-static_assert(StreamDecodeTiling::stages(8, 8, 128, 16, 1) >= 2 &&
-              StreamDecodeTiling::stages(4, 8, 128, 16, 1) >= 2 &&
-              StreamDecodeTiling::stages(4, 4, 256, 16, 1) >= 2 &&
-              StreamDecodeTiling::stages(1, 4, 256, 16, 1) >= 2 &&
-              StreamDecodeTiling::stages(8, 8, 64, 16, 1) >= 2);
+static_assert(StreamDecodeTiling::stages(8, 8, 128, 16, 0, true) >= 2 &&
+              StreamDecodeTiling::stages(4, 8, 128, 16, 0, true) >= 2 &&
+              StreamDecodeTiling::stages(4, 4, 256, 16, 0, true) >= 2 &&
+              StreamDecodeTiling::stages(1, 4, 256, 16, 0, true) >= 2 &&
+              StreamDecodeTiling::stages(8, 8, 64, 16, 0, true) >= 2);
+static_assert(StreamDecodeTiling::stages(8, 8, 128, 16, 1, true) >= 2 &&
+              StreamDecodeTiling::stages(4, 8, 128, 16, 1, true) >= 2 &&
+              StreamDecodeTiling::stages(4, 4, 256, 16, 1, true) >= 2 &&
+              StreamDecodeTiling::stages(1, 4, 256, 16, 1, true) >= 2 &&
+              StreamDecodeTiling::stages(8, 8, 64, 16, 1, true) >= 2);
 
 }  // namespace flashpage

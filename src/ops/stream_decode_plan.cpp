@@ -132,14 +132,16 @@ int64_t stream_decode_uncut_pct() {
   return pct;
 }
 
-bool stream_decode_wide_blocks() {
-  static const bool wide = env_or("FLASHPAGE_DECODE_WIDE_BLOCKS", 1) != 0;
-  return wide;
+bool stream_decode_combine() {
+  static const bool combine = env_or("FLASHPAGE_DECODE_COMBINE", 0) != 0;
+  return combine;
 }
 
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int64_t num_kv_heads,
                                     int64_t blocks, int64_t max_partials, int64_t head_parts,
-                                    int64_t uncut_pct) {
+                                    int64_t uncut_pct, int64_t warp_partials) {
+  check::require(warp_partials >= 1, "plan_decode: expected at least one partial per piece, got ",
+                 warp_partials);
   check::require(blocks >= 1, "plan_decode: expected at least one block, got ", blocks);
   check::require(head_parts >= 1 && num_kv_heads % head_parts == 0, "plan_decode: ",
                  head_parts, " head parts do not divide ", num_kv_heads, " KV heads");
@@ -183,7 +185,7 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int
     for (const Piece& p : ps) ++per_row[size_t(p.row)];
     int64_t n = 0;
     for (int64_t c : per_row)
-      if (c > 1) n += c;
+      if (c > 1 || warp_partials > 1) n += c * warp_partials;
     return n;
   };
   if (count_partials(pieces) > max_partials) pieces = assign_rows(lengths, blocks);
@@ -201,8 +203,11 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int
   int32_t slot = 0;
   for (int64_t b = 0; b < rows; ++b) {
     const auto& ids = by_row[size_t(b)];
-    if (ids.size() > 1)
-      for (size_t i : ids) slot_of[i] = slot++;
+    if (ids.size() > 1 || warp_partials > 1)
+      for (size_t i : ids) {
+        slot_of[i] = slot;
+        slot += int32_t(warp_partials);
+      }
     work.merge_indptr[size_t(b) + 1] = slot;
   }
   work.num_partials = slot;

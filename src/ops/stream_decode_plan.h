@@ -1,9 +1,9 @@
 #pragma once
 // The work list of the streamed CUDA decode kernel: persistent blocks, each given an equal
 // share of the step's tokens. Rows are laid end to end and cut at the share boundaries, so a
-// long row spreads over many blocks and short rows pack into one; cut rows write one partial
-// per piece, which the split merge combines (warps sharing a KV head combine their states in
-// the block).
+// long row spreads over many blocks and short rows pack into one; cut rows write partials
+// that the split merge combines: one per piece where warps sharing a KV head combine their
+// states in the block (stream_decode_combine), else one per piece and warp, for every row.
 //
 // Work rows are *virtual rows*: row b's KV heads split into P head parts, virtual row
 // b * P + p holding KV heads [p * Hkv / P, (p + 1) * Hkv / P). Where the virtual rows fit
@@ -28,10 +28,11 @@ struct StreamDecodeWork {
 // how many partial slots the workspace holds (rows are not cut when cuts would need more);
 // head_parts: P (stream_decode_head_parts); uncut_pct: how much longer than an equal share
 // (in percent) the longest virtual row may be and still run uncut, one per block (0: always
-// cut to equal shares).
+// cut to equal shares); warp_partials: partials each piece writes (1 where warps combine in
+// the block; else the warps per head, and every row is merged).
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t num_kv_heads,
                                     int64_t blocks, int64_t max_partials, int64_t head_parts = 1,
-                                    int64_t uncut_pct = 0);
+                                    int64_t uncut_pct = 0, int64_t warp_partials = 1);
 
 // P for a batch: the largest power of two dividing Hkv with B * P <= blocks whose parts
 // keep the blocks' consumer warps (`wide`: StreamDecodeTiling::consumer_warps, 8 for blocks
@@ -48,9 +49,11 @@ int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t he
                                  int64_t page_size, int64_t blocks, bool wide);
 // The planner's uncut tolerance: FLASHPAGE_DECODE_UNCUT_PCT, 10 by default (0: off).
 int64_t stream_decode_uncut_pct();
-// Blocks of 2 or 4 KV heads on 8 consumer warps (StreamDecodeTiling::consumer_warps `wide`);
-// FLASHPAGE_DECODE_WIDE_BLOCKS=0 gives them 4 warps and the head parts of before session 27
-// (for A/B runs; warps sharing a head combine in the block either way).
-bool stream_decode_wide_blocks();
+// FLASHPAGE_DECODE_COMBINE=1 (session 27, off until measured on a GPU): warps sharing a KV
+// head combine their states in the block (one partial per piece, uncut rows not merged),
+// blocks of 2 or 4 KV heads get 8 warps (StreamDecodeTiling::consumer_warps `wide`), and
+// head parts keep the blocks' warps. 0: each warp writes its own partial, blocks of fewer
+// than 8 heads have 4 warps, parts keep the blocks' heads (the kernel of before).
+bool stream_decode_combine();
 
 }  // namespace flashpage
