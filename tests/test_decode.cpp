@@ -205,7 +205,7 @@ TEST(Decode, CudaLongRows) {
 // Many KV heads per row: the streamed sm_90 kernel copies the rows of 8, 4, 2 or 1 KV heads
 // together (several head blocks per item at Hkv = 32; query groups above 16 take several
 // sub-units; blocks of fewer than 8 heads share each head between 2 or 4 warps, which write
-// a partial each or, with FLASHPAGE_DECODE_COMBINE=1, combine their states in the block, on
+// a partial each or (the default; FLASHPAGE_DECODE_COMBINE=0 not) combine their states in the block, on
 // uncut rows and on the pieces of cut ones).
 TEST(Decode, CudaHeadBlocks) {
   FP_REQUIRE_CUDA();
@@ -254,9 +254,9 @@ TEST(Decode, CudaHeadParts) {
   const char* mode = std::getenv("FLASHPAGE_DECODE_HEAD_PARTS");
   const bool default_policy = mode == nullptr || std::string(mode) == "1";
   const char* combine_knob = std::getenv("FLASHPAGE_DECODE_COMBINE");
-  const bool combine = combine_knob != nullptr && std::string(combine_knob) != "0";
+  const bool combine = combine_knob == nullptr || std::string(combine_knob) != "0";
   // combine_only: the expectation holds where warps sharing a head combine in the block
-  // (and blocks of 2 or 4 KV heads get 8 warps): FLASHPAGE_DECODE_COMBINE=1.
+  // (and blocks of 2 or 4 KV heads get 8 warps): the default, FLASHPAGE_DECODE_COMBINE=0 not.
   auto expect = [&](int64_t parts, bool uncut, bool combine_only = false) {
     return [=](const Plan& plan) {
       // The split kernel's plans keep whole rows' heads together; the knobs change P.

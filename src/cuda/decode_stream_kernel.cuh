@@ -27,7 +27,7 @@
 // the log2 domain, O += P.V. Every K/V byte is read from HBM once for all query heads of its
 // group. Where several warps share a head (blocks of fewer than 8 KV heads: 2 or 4 warps per
 // head, each on its own 16-token slice of every stage), each writes its own partial for the
-// split merge, or, with args.combine (FLASHPAGE_DECODE_COMBINE=1, session 27), they fold
+// split merge, or, with args.combine (the default since session 27), they fold
 // their states into the head's first warp through shared memory (the combine buffer) at the
 // end of a sub-unit, and that warp alone writes the output or the item's partial.
 #include <cstdint>

@@ -133,7 +133,7 @@ int64_t stream_decode_uncut_pct() {
 }
 
 bool stream_decode_combine() {
-  static const bool combine = env_or("FLASHPAGE_DECODE_COMBINE", 0) != 0;
+  static const bool combine = env_or("FLASHPAGE_DECODE_COMBINE", 1) != 0;
   return combine;
 }
 

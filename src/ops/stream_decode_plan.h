@@ -49,10 +49,11 @@ int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t he
                                  int64_t page_size, int64_t blocks, bool wide);
 // The planner's uncut tolerance: FLASHPAGE_DECODE_UNCUT_PCT, 10 by default (0: off).
 int64_t stream_decode_uncut_pct();
-// FLASHPAGE_DECODE_COMBINE=1 (session 27, off until measured on a GPU): warps sharing a KV
+// On by default (session 27; measured in-run on an H100: 64 x 512 +6-11%, bench/NOTES.md),
+// FLASHPAGE_DECODE_COMBINE=0 turns off all three: warps sharing a KV
 // head combine their states in the block (one partial per piece, uncut rows not merged),
 // blocks of 2 or 4 KV heads get 8 warps (StreamDecodeTiling::consumer_warps `wide`), and
-// head parts keep the blocks' warps. 0: each warp writes its own partial, blocks of fewer
+// head parts keep the blocks' warps. Off: each warp writes its own partial, blocks of fewer
 // than 8 heads have 4 warps, parts keep the blocks' heads (the kernel of before).
 bool stream_decode_combine();
 
