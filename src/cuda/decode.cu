@@ -338,13 +338,14 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     }
     StreamDecodeArgs sa;
     sa.d = args;
-    // Each block streams `heads` KV heads of one head part (Plan::head_parts).
-    const int heads = StreamDecodeTiling::heads_per_block(
-        int(args.num_kv_heads / plan.head_parts), int(plan.head_dim));
-    sa.heads_per_block = heads;
+    // Each block streams `heads` KV heads of one head part (Plan::head_parts), on the
+    // planner's block shape (plan.cpp).
     const int d = int(plan.head_dim);
-    const bool combine = stream_decode_combine();  // the planner's choice too (plan.cpp)
-    const int warps = StreamDecodeTiling::consumer_warps(heads, d, combine);
+    const StreamDecodeTiling::Block block = StreamDecodeTiling::block(
+        int(args.num_kv_heads / plan.head_parts), d, stream_decode_combine());
+    const int heads = block.heads, warps = block.warps;
+    const bool combine = block.combine;
+    sa.heads_per_block = heads;
     sa.consumer_warps = warps;
     sa.combine = combine;
     sa.query_groups = StreamDecodeTiling::query_groups(args.group_size);

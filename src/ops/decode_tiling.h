@@ -37,9 +37,10 @@ struct DecodeTiling {
 // SM walks its share of the work list. A producer warp streams whole token rows of
 // `heads_per_block` KV heads (one bulk copy per token and K/V, any page size) into a ring of
 // shared-memory stages; consumer warps each own one KV head's 16 query-head rows (MMA M) and
-// a 16-token slice of every stage (consumer_warps). Work items cover every KV head of a (virtual) row's token
-// range (a virtual row: one of Plan::head_parts parts of a row's KV heads); the block walks
-// an item's head blocks and query-head groups as consecutive sub-units.
+// a 16-token slice of every stage (consumer_warps). Work items cover every KV head of a
+// (virtual) row's token range (a virtual row: one of Plan::head_parts parts of a row's KV
+// heads); the block walks an item's head blocks and query-head groups as consecutive
+// sub-units.
 struct StreamDecodeTiling {
   static constexpr int kRowsPerWarp = 16;     // query heads of one KV head per MMA M tile
   static constexpr int kSliceTokens = 16;     // tokens per consumer warp per stage (MMA K)
@@ -74,6 +75,18 @@ struct StreamDecodeTiling {
     return wide && head_dim <= 128 && heads >= 2 ? 8 : kMinConsumerWarps;
   }
   static constexpr int warps_per_head(int heads, int warps) { return warps / heads; }
+  // The block a launch runs for parts of `part_heads` KV heads, and the partials each piece
+  // of a row writes (one per warp of a head unless they combine in the block). The planner
+  // and the launcher both derive it here.
+  struct Block {
+    int heads, warps;
+    bool combine;
+    constexpr int warp_partials() const { return combine ? 1 : warps_per_head(heads, warps); }
+  };
+  static constexpr Block block(int part_heads, int head_dim, bool combine) {
+    const int heads = heads_per_block(part_heads, head_dim);
+    return {heads, consumer_warps(heads, head_dim, combine), combine};
+  }
   // Producer warps beside the consumers: up to 4, but 2 beside 8 consumer warps (320 threads
   // leave the 8-consumer kernels their ~170 registers). Never more than the ring's stages: a
   // producer then never runs a whole ring ahead of the consumers' releases it waits on.
@@ -100,9 +113,9 @@ struct StreamDecodeTiling {
   static constexpr int query_bytes(int heads, int head_dim, int group_size) {
     return heads * query_rows(group_size) * query_row_bytes(head_dim);
   }
-  // Where warps share a head and combine in the block, the states of all but its first warp: f32 O rows of D + 8
-  // floats (8 rows of a fragment then fall in different banks), then the rows' max and
-  // denominator, padded to whole 128-byte lines.
+  // Where warps share a head and combine in the block, the states of all but its first
+  // warp: f32 O rows of D + 8 floats (8 rows of a fragment then fall in different banks),
+  // then the rows' max and denominator, padded to whole 128-byte lines.
   static constexpr int combine_row_floats(int head_dim) { return head_dim + 8; }
   static constexpr int combine_bytes(int heads, int warps, int head_dim, int group_size,
                                      bool combine) {
@@ -143,9 +156,8 @@ struct StreamDecodeTiling {
                      tma_box_stride(heads, head_dim, box_tokens);
   }
   // What precedes the stages: barriers, the query slot, the combine buffer and, for TMA
-  // boxes, one swizzle atom
-  // (the dynamic shared memory is only 16-byte aligned; the kernel rounds the stages' start
-  // up to an atom).
+  // boxes, one swizzle atom (the dynamic shared memory is only 16-byte aligned; the kernel
+  // rounds the stages' start up to an atom).
   static constexpr int fixed_bytes(int heads, int warps, int head_dim, int group_size,
                                    int box_tokens, bool combine) {
     return kBarrierBytes + query_bytes(heads, head_dim, group_size) +

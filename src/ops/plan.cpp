@@ -164,16 +164,11 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
     const bool combine = stream_decode_combine();
     plan.head_parts = stream_decode_head_parts(plan.batch_size, plan.num_kv_heads, plan.head_dim,
                                                plan.page_size, blocks, combine);
-    // Without the in-block combine, each warp sharing a head writes its own partial.
-    const int heads = StreamDecodeTiling::heads_per_block(
-        int(plan.num_kv_heads / plan.head_parts), int(plan.head_dim));
-    const int64_t warp_partials =
-        combine ? 1
-                : StreamDecodeTiling::warps_per_head(
-                      heads, StreamDecodeTiling::consumer_warps(heads, int(plan.head_dim), false));
+    const StreamDecodeTiling::Block block = StreamDecodeTiling::block(
+        int(plan.num_kv_heads / plan.head_parts), int(plan.head_dim), combine);
     StreamDecodeWork work =
         plan_stream_decode(lengths, plan.num_kv_heads, blocks, max_partials, plan.head_parts,
-                           stream_decode_uncut_pct(), warp_partials);
+                           stream_decode_uncut_pct(), block.warp_partials());
     plan.num_partials = work.num_partials;
     plan.grid = blocks;
     plan.kv_chunk = 0;  // pieces vary in length

@@ -108,17 +108,14 @@ int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t he
   static const int64_t mode = env_or("FLASHPAGE_DECODE_HEAD_PARTS", 1);
   const int64_t pct = stream_decode_uncut_pct();
   if (mode == 0 || pct == 0 || batch < 1 || page_size % Tiling::kTmaBoxTokens != 0) return 1;
-  const auto heads = [&](int64_t parts) {
-    return Tiling::heads_per_block(int(num_kv_heads / parts), int(head_dim));
-  };
-  const auto warps = [&](int64_t parts) {
-    return Tiling::consumer_warps(heads(parts), int(head_dim), wide);
+  const auto block = [&](int64_t parts) {
+    return Tiling::block(int(num_kv_heads / parts), int(head_dim), wide);
   };
   // Mode 1: only while a part's blocks keep their consumer warps (wide blocks) or their KV
   // heads (the policy before session 27); mode 2: also parts down to 4 KV heads on fewer warps.
   const auto keeps_rate = [&](int64_t parts) {
     if (mode != 1) return num_kv_heads / parts >= Tiling::kMinConsumerWarps;
-    return wide ? warps(parts) >= warps(1) : heads(parts) >= heads(1);
+    return wide ? block(parts).warps >= block(1).warps : block(parts).heads >= block(1).heads;
   };
   int64_t parts = 1;
   while (num_kv_heads % (2 * parts) == 0 && keeps_rate(2 * parts) && batch * 2 * parts <= blocks)
