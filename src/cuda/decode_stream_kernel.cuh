@@ -27,9 +27,9 @@
 // the log2 domain, O += P.V. Every K/V byte is read from HBM once for all query heads of its
 // group. Where several warps share a head (blocks of fewer than 8 KV heads: 2 or 4 warps per
 // head, each on its own 16-token slice of every stage), each writes its own partial for the
-// split merge, or, with args.combine (the default since session 27), they fold
-// their states into the head's first warp through shared memory (the combine buffer) at the
-// end of a sub-unit, and that warp alone writes the output or the item's partial.
+// split merge, or, with args.combine (the default since session 27), they fold their states
+// into the head's first warp through shared memory (the combine buffer) at the end of a
+// sub-unit, and that warp alone writes the output or the item's partial.
 #include <cstdint>
 
 #include "core/check.h"
@@ -104,10 +104,14 @@ struct StreamDecodeBlock {
     }
   }
   // [heads][warps per head - 1][query_rows][D + 8] f32 O, then their (m, d): combine_slices.
+  // These two are computed where used, not kept as members: at head_dim 256 the kernel sits
+  // at the register cap, and members that live through the loops made ptxas spill more.
   __device__ __forceinline__ uint32_t combine_buffer() const {
     return q_slot + uint32_t(Tiling::query_bytes(heads, kHeadDim, a.d.group_size));
   }
-  __device__ __forceinline__ int warps_per_head() const { return kConsumerWarps / heads; }
+  __device__ __forceinline__ int warps_per_head() const {
+    return Tiling::warps_per_head(heads, kConsumerWarps);
+  }
   __device__ __forceinline__ uint32_t k_stage(int s) const {
     return stage0 + uint32_t(s * stage_bytes);
   }
