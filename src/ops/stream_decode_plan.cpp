@@ -111,15 +111,19 @@ int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t he
   const auto block = [&](int64_t parts) {
     return Tiling::block(int(num_kv_heads / parts), int(head_dim), wide);
   };
-  // Mode 1: only while a part's blocks keep their consumer warps (wide blocks) or their KV
-  // heads (the policy before session 27); mode 2: also parts down to 4 KV heads on fewer warps.
+  // Modes 1 and 3: only while a part's blocks keep their consumer warps (wide blocks) or
+  // their KV heads (the policy before session 27); mode 2: also parts down to 4 KV heads on
+  // fewer warps.
   const auto keeps_rate = [&](int64_t parts) {
-    if (mode != 1) return num_kv_heads / parts >= Tiling::kMinConsumerWarps;
+    if (mode == 2) return num_kv_heads / parts >= Tiling::kMinConsumerWarps;
     return wide ? block(parts).warps >= block(1).warps : block(parts).heads >= block(1).heads;
   };
   int64_t parts = 1;
   while (num_kv_heads % (2 * parts) == 0 && keeps_rate(2 * parts) && batch * 2 * parts <= blocks)
     parts *= 2;
+  // Mode 3 (an experiment, session 28): rows that are cut anyway take the parts too, so the
+  // merge reads P times fewer partials per query head (B = 1: 33 instead of 132).
+  if (mode == 3) return parts;
   // Parts pay only where the virtual rows then fill the blocks, so that equal rows run uncut.
   return batch * parts * (100 + pct) >= blocks * 100 ? parts : 1;
 }
