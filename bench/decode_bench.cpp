@@ -94,7 +94,13 @@ void run_case(const Heads& h, const Shape2& shape, int64_t page_size, int reps_w
   }
   const PageTable device_table = host.to(gpu);
 
-  const Shape page_shape = {num_pages, page_size, h.hkv, h.d};
+  // FLASHPAGE_BENCH_KV_LAYOUT=hnd stores the pages head-major (an experiment: a block of
+  // fewer than all KV heads reads whole 4 KB runs instead of part of each token's row).
+  const char* layout_knob = std::getenv("FLASHPAGE_BENCH_KV_LAYOUT");
+  const KvLayout layout =
+      layout_knob != nullptr && std::string(layout_knob) == "hnd" ? KvLayout::HND : KvLayout::NHD;
+  const Shape page_shape = layout == KvLayout::HND ? Shape{num_pages, h.hkv, page_size, h.d}
+                                                   : Shape{num_pages, page_size, h.hkv, h.d};
   const double kv_bytes = double(tokens) * double(h.hkv * h.d) * 2.0 * 2.0;  // K + V, bf16
   const int pools = kv_bytes >= kRotateBytes
                         ? 1
@@ -103,7 +109,7 @@ void run_case(const Heads& h, const Shape2& shape, int64_t page_size, int reps_w
   for (auto& kv : kvs) {
     kv.k_pages = Tensor::empty(page_shape, DType::bf16, gpu);
     kv.v_pages = Tensor::empty(page_shape, DType::bf16, gpu);
-    kv.layout = KvLayout::NHD;
+    kv.layout = layout;
     kv.table = device_table;
     fill_random(kv.k_pages.data(), kv.k_pages.nbytes(), pattern);
     fill_random(kv.v_pages.data(), kv.v_pages.nbytes(), pattern);
