@@ -139,8 +139,9 @@ for stage in $STAGES; do
           >>"$OUT/prefill_bench.jsonl" 2>>"$OUT/prefill_bench.err"
         note "prefill_bench (${alt%%=*}: ${alt#*=}) rc=$?"
       done
+      # PREFILL_COMPARE_ARGS: e.g. --no-flashinfer where FlashInfer is set up for decode only.
       timeout "${BENCH_TIMEOUT:-300}" python3 bench/prefill_compare.py --flashpage "$OUT/prefill_bench.jsonl" \
-        --out "$OUT" >"$OUT/prefill_compare.log" 2>&1
+        ${PREFILL_COMPARE_ARGS:-} --out "$OUT" >"$OUT/prefill_compare.log" 2>&1
       note "prefill_compare rc=$?"
       ;;
     ncu)
