@@ -178,7 +178,7 @@ TEST(StreamDecodePlan, HeadPartsPolicy) {
   if (const char* mode = std::getenv("FLASHPAGE_DECODE_HEAD_PARTS"); mode != nullptr && std::string(mode) != "1")
     GTEST_SKIP() << "FLASHPAGE_DECODE_HEAD_PARTS=" << mode;
   const auto parts = [](int64_t batch, int64_t hkv, int64_t d, int64_t page, bool wide) {
-    return flashpage::stream_decode_head_parts(batch, hkv, d, page, 132, wide);
+    return flashpage::stream_decode_head_parts(batch, hkv, d, 4, page, 132, wide);
   };
   for (bool wide : {true, false}) {
     SCOPED_TRACE(wide ? "wide blocks" : "blocks of fewer than 8 heads on 4 warps");
@@ -207,6 +207,44 @@ TEST(StreamDecodePlan, HeadPartsPolicy) {
   EXPECT_EQ(parts(16, 32, 128, 16, false), 1);  // 4 parts of 8 heads: 64 rows, cut anyway
   EXPECT_EQ(parts(64, 2, 256, 16, false), 1);
   EXPECT_EQ(parts(16, 8, 256, 16, false), 1);   // 2 parts of 4: 32 rows, cut anyway
+}
+
+// The combine's buffer may not cost a wide block's ring a stage below 3: 16/2/256 at page 1
+// (2 heads on 4 warps, single-token boxes, groups of 8) lost one (3 -> 2) and ran 5-9% slower
+// on an H100 (bench/NOTES.md, session 28), so it keeps per-warp partials; at page 16 it
+// combines. Deep rings may give a stage (head_dim 64).
+TEST(StreamDecodePlan, BlockCombinesWhereTheRingKeepsItsStages) {
+  using T = flashpage::StreamDecodeTiling;
+  const auto page1 = T::block(2, 256, 8, T::planned_box_tokens(1), true);
+  EXPECT_FALSE(page1.combine);
+  EXPECT_EQ(page1.warps, 4);
+  EXPECT_EQ(page1.warp_partials(), 2);
+  EXPECT_EQ(T::stages(2, 4, 256, 8, 1, false), 3);
+  const auto page16 = T::block(2, 256, 8, T::planned_box_tokens(16), true);
+  EXPECT_TRUE(page16.combine);
+  EXPECT_EQ(page16.warp_partials(), 1);
+  // 32/8/128 at B = 64, page 16: parts of 4 heads on 8 warps, 3 stages with the buffer.
+  const auto wide = T::block(4, 128, 4, T::planned_box_tokens(16), true);
+  EXPECT_TRUE(wide.combine);
+  EXPECT_EQ(wide.warps, 8);
+  EXPECT_EQ(T::stages(4, 8, 128, 4, 8, true), 3);
+  const auto deep = T::block(4, 64, 1, T::planned_box_tokens(16), true);
+  EXPECT_TRUE(deep.combine);
+  EXPECT_LT(T::stages(4, 8, 64, 1, 8, true), T::stages(4, 8, 64, 1, 8, false));
+  // Off: the blocks before session 27.
+  EXPECT_FALSE(T::block(4, 128, 4, 8, false).combine);
+  EXPECT_EQ(T::block(4, 128, 4, 8, false).warps, 4);
+  // Wherever a block combines, the buffer leaves the ring 3 stages or all it had.
+  for (int d : {64, 128, 256})
+    for (int part : {1, 2, 4, 8})
+      for (int group = 1; group <= 16; ++group)
+        for (int box : {0, 1, 8}) {
+          const auto b = T::block(part, d, group, box, true);
+          if (!b.combine) continue;
+          const int with = T::stages(b.heads, b.warps, d, group, box, true);
+          const int without = T::stages(b.heads, b.warps, d, group, box, false);
+          EXPECT_GE(with, std::min(without, 3)) << d << " " << part << " " << group << " " << box;
+        }
 }
 
 // Where each warp sharing a head writes its own partial, every row needs that many slots.

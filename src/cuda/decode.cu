@@ -342,7 +342,8 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     // planner's block shape (plan.cpp).
     const int d = int(plan.head_dim);
     const StreamDecodeTiling::Block block = StreamDecodeTiling::block(
-        int(args.num_kv_heads / plan.head_parts), d, stream_decode_combine());
+        int(args.num_kv_heads / plan.head_parts), d, args.group_size,
+        StreamDecodeTiling::planned_box_tokens(kv.page_size()), stream_decode_combine());
     const int heads = block.heads, warps = block.warps;
     const bool combine = block.combine;
     sa.heads_per_block = heads;
@@ -350,8 +351,7 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     sa.combine = combine;
     sa.query_groups = StreamDecodeTiling::query_groups(args.group_size);
     if (stream_knobs().tma != 0) {
-      const int box =
-          kv.page_size() % StreamDecodeTiling::kTmaBoxTokens == 0 ? StreamDecodeTiling::kTmaBoxTokens : 1;
+      const int box = StreamDecodeTiling::planned_box_tokens(kv.page_size());
       if (make_stream_kv_maps(sa, kv, d, box)) sa.kv_box_tokens = box;
       check::require(sa.kv_box_tokens > 0 || stream_knobs().tma != 1,
                      "batch_decode: FLASHPAGE_DECODE_TMA=1 but the driver refused the K/V "

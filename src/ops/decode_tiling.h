@@ -83,9 +83,22 @@ struct StreamDecodeTiling {
     bool combine;
     constexpr int warp_partials() const { return combine ? 1 : warps_per_head(heads, warps); }
   };
-  static constexpr Block block(int part_heads, int head_dim, bool combine) {
+  // `combine`: the in-block combine is on (stream_decode_combine). A block keeps it only
+  // where its buffer leaves the ring 3 stages or all it would have without it: measured on an
+  // H100 (bench/NOTES.md, session 28), 16/2/256 at page 1 (2 heads on 4 warps, single-token
+  // boxes) lost a stage to the buffer (3 -> 2) and ran 5-9% slower than with per-warp
+  // partials. box_tokens: what planned_box_tokens gives for the page size, so that planner
+  // and launcher agree whatever the driver does with the tensor maps.
+  static constexpr Block block(int part_heads, int head_dim, int group_size, int box_tokens,
+                               bool combine) {
     const int heads = heads_per_block(part_heads, head_dim);
-    return {heads, consumer_warps(heads, head_dim, combine), combine};
+    if (combine) {
+      const int warps = consumer_warps(heads, head_dim, true);
+      const int with = stages(heads, warps, head_dim, group_size, box_tokens, true);
+      const int without = stages(heads, warps, head_dim, group_size, box_tokens, false);
+      if (with >= (without < 3 ? without : 3)) return {heads, warps, true};
+    }
+    return {heads, consumer_warps(heads, head_dim, false), false};
   }
   // Producer warps beside the consumers: up to 4, but 2 beside 8 consumer warps (320 threads
   // leave the 8-consumer kernels their ~170 registers). Never more than the ring's stages: a
@@ -133,6 +146,11 @@ struct StreamDecodeTiling {
   // odd step per token. A sub-unit's stages start on a box boundary; the kernel masks the
   // keys before its range.
   static constexpr int kTmaBoxTokens = 8;
+  // The boxes a launch asks for: 8 tokens where pages hold whole boxes, else single tokens
+  // (the launch falls back to bulk copies, box 0, where the driver refuses the maps).
+  static constexpr int planned_box_tokens(int64_t page_size) {
+    return page_size % kTmaBoxTokens == 0 ? kTmaBoxTokens : 1;
+  }
   static constexpr int kSwizzleAtomBytes = 1024;  // the swizzle repeats every 8 rows of 128 B
   static constexpr int kSwizzleRowBytes = 128;
   static constexpr int tma_rows_per_token(int heads, int head_dim) {

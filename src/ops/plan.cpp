@@ -162,10 +162,12 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
     // Persistent blocks, one per SM, each given an equal share of the tokens.
     const int64_t blocks = detail::cuda_sm_count(ws.device().index);
     const bool combine = stream_decode_combine();
+    const int64_t group = num_qo_heads / plan.num_kv_heads;
     plan.head_parts = stream_decode_head_parts(plan.batch_size, plan.num_kv_heads, plan.head_dim,
-                                               plan.page_size, blocks, combine);
+                                               group, plan.page_size, blocks, combine);
     const StreamDecodeTiling::Block block = StreamDecodeTiling::block(
-        int(plan.num_kv_heads / plan.head_parts), int(plan.head_dim), combine);
+        int(plan.num_kv_heads / plan.head_parts), int(plan.head_dim), int(group),
+        StreamDecodeTiling::planned_box_tokens(plan.page_size), combine);
     StreamDecodeWork work =
         plan_stream_decode(lengths, plan.num_kv_heads, blocks, max_partials, plan.head_parts,
                            stream_decode_uncut_pct(), block.warp_partials());

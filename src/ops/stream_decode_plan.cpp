@@ -104,12 +104,13 @@ int64_t env_or(const char* name, int64_t fallback) {
 }  // namespace
 
 int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t head_dim,
-                                 int64_t page_size, int64_t blocks, bool wide) {
+                                 int64_t group_size, int64_t page_size, int64_t blocks, bool wide) {
   static const int64_t mode = env_or("FLASHPAGE_DECODE_HEAD_PARTS", 1);
   const int64_t pct = stream_decode_uncut_pct();
   if (mode == 0 || pct == 0 || batch < 1 || page_size % Tiling::kTmaBoxTokens != 0) return 1;
   const auto block = [&](int64_t parts) {
-    return Tiling::block(int(num_kv_heads / parts), int(head_dim), wide);
+    return Tiling::block(int(num_kv_heads / parts), int(head_dim), int(group_size),
+                         Tiling::planned_box_tokens(page_size), wide);
   };
   // Modes 1 and 3: only while a part's blocks keep their consumer warps (wide blocks) or
   // their KV heads (the policy before session 27); mode 2: also parts down to 4 KV heads on
