@@ -2,6 +2,7 @@
 // against the float64 oracle.
 #include <functional>
 
+#include "ops/stream_decode_plan.h"
 #include "test_util.h"
 
 namespace fpt {
@@ -205,8 +206,8 @@ TEST(Decode, CudaLongRows) {
 // Many KV heads per row: the streamed sm_90 kernel copies the rows of 8, 4, 2 or 1 KV heads
 // together (several head blocks per item at Hkv = 32; query groups above 16 take several
 // sub-units; blocks of fewer than 8 heads share each head between 2 or 4 warps, which write
-// a partial each or (the default; FLASHPAGE_DECODE_COMBINE=0 not) combine their states in the block, on
-// uncut rows and on the pieces of cut ones).
+// a partial each or (by default; not with FLASHPAGE_DECODE_COMBINE=0) combine their states
+// in the block, on uncut rows and on the pieces of cut ones).
 TEST(Decode, CudaHeadBlocks) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
@@ -253,8 +254,7 @@ TEST(Decode, CudaHeadParts) {
   }
   const char* mode = std::getenv("FLASHPAGE_DECODE_HEAD_PARTS");
   const bool default_policy = mode == nullptr || std::string(mode) == "1";
-  const char* combine_knob = std::getenv("FLASHPAGE_DECODE_COMBINE");
-  const bool combine = combine_knob == nullptr || std::string(combine_knob) != "0";
+  const bool combine = flashpage::stream_decode_combine();  // the planner's reading of its knob
   // combine_only: the expectation holds where warps sharing a head combine in the block
   // (and blocks of 2 or 4 KV heads get 8 warps): the default, FLASHPAGE_DECODE_COMBINE=0 not.
   auto expect = [&](int64_t parts, bool uncut, bool combine_only = false) {
