@@ -147,7 +147,8 @@ TEST(StreamDecodePlan, HeadPartsCoverEveryVirtualRow) {
 }
 
 // The uncut rule: as many equal virtual rows as blocks or a few less run one per block with
-// nothing to merge; rows of unequal lengths, or more rows than blocks, are still cut.
+// nothing to merge, and more rows than blocks run whole where they pack evenly; rows of
+// unequal lengths, or rows that do not pack within 10% of an equal share, are still cut.
 TEST(StreamDecodePlan, RowsThatFitTheBlocksStayWhole) {
   const int64_t roomy = 1 << 20;
   // B = 64, L = 4096, Hkv = 8 in two parts: 128 virtual rows of 4 KV heads on 132 blocks.
@@ -164,8 +165,20 @@ TEST(StreamDecodePlan, RowsThatFitTheBlocksStayWhole) {
   std::vector<int64_t> ragged(64);
   for (size_t b = 0; b < ragged.size(); ++b) ragged[b] = 1 + int64_t(b) * 8191 / 63;
   EXPECT_GT(flashpage::plan_stream_decode(ragged, 8, 132, roomy, 2, 10).num_partials, 0);
-  // 256 rows on 132 blocks: more rows than blocks.
-  EXPECT_GT(flashpage::plan_stream_decode(std::vector<int64_t>(256, 1024), 8, 132, roomy, 1, 10)
+  // More rows than blocks, packed whole where no block ends up more than 10% above an equal
+  // share: 256 rows on 132 blocks (two rows on most blocks, 3% above a share) stay whole...
+  const StreamDecodeWork packed =
+      flashpage::plan_stream_decode(std::vector<int64_t>(256, 1024), 8, 132, roomy, 1, 10);
+  EXPECT_EQ(packed.num_partials, 0);
+  EXPECT_EQ(packed.items.size(), size_t(256));
+  for (size_t k = 0; k + 1 < packed.block_indptr.size(); ++k)
+    EXPECT_LE(packed.block_indptr[k + 1] - packed.block_indptr[k], 2) << "block " << k;
+  // ...133 rows are cut (whole, one block would run two rows: twice a share)...
+  EXPECT_GT(flashpage::plan_stream_decode(std::vector<int64_t>(133, 1024), 8, 132, roomy, 1, 10)
+                .num_partials,
+            0);
+  // ...and so are 256 rows with the rule off.
+  EXPECT_GT(flashpage::plan_stream_decode(std::vector<int64_t>(256, 1024), 8, 132, roomy, 1, 0)
                 .num_partials,
             0);
 }
