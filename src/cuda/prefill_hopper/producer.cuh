@@ -227,6 +227,10 @@ struct Producer {
   // instructions.
   __device__ __noinline__ void load_q_tma(const MTile& t, uint32_t tile, uint32_t full) const {
     const QTma& m = a.q_tma;
+    // The stage last held the previous tile's staged O, written through the generic proxy
+    // (epilogue.cuh) and released to this thread by the empty barrier; the copy engine writes
+    // through the async proxy, so order the two before it overwrites those bytes.
+    sm90::fence_proxy_async();
     sm90::mbarrier_expect_tx(full, uint32_t(Cfg::kQBytes));
     // first_token() without its division: first is a multiple of 128, which the group divides.
     const int token = t.g.qo_start + t.rows.q_begin + (t.rows.first / kMTileRows) * m.box_tokens;
