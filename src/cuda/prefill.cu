@@ -228,7 +228,6 @@ void batch_prefill_paged(const Workspace::Impl& ws, const Plan& plan, const Tens
   t.page_size = pages.page_size;
   t.k_span = detail::span_elements(kv.k_pages);
   t.v_span = detail::span_elements(kv.v_pages);
-  t.q_span = detail::span_elements(q);
   t.work_ints = g.work_ints;
   t.num_work_host = int(plan.num_work);
   t.work_tile_tokens = int(plan.kv_chunk);
@@ -265,7 +264,6 @@ void batch_prefill_ragged(const Tensor& q, const Tensor& k, const Tensor& v,
   t.kv_tokens = k.size(0);
   t.k_span = detail::span_elements(k);
   t.v_span = detail::span_elements(v);
-  t.q_span = detail::span_elements(q);
   t.num_qo_tokens = q.size(0);
   t.max_qo_len = -1;  // the Hopper kernel finds the longest row on the device
   PrefillTcParams bounded = t;  // what prefill_tc covers once it is given the bound

@@ -49,15 +49,6 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t
 #endif
 }
 
-// Announces `bytes` of bulk-copy data the current phase must also wait for, without an
-// arrival (the thread arrives later, as it would without the copy).
-__device__ __forceinline__ void mbarrier_expect_tx(uint32_t bar, uint32_t bytes) {
-#ifdef FLASHPAGE_SM90_PTX
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-#endif
-}
-
 // Spins until the phase of parity `parity` has completed (acquire: the data it guarded is
 // visible afterwards). A fresh barrier counts its (virtual) phase of parity 1 as complete,
 // so a producer's first wait on an "empty" barrier with parity 1 passes at once. The lanes
@@ -119,18 +110,6 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, uint3
       "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], "
       "[%1, {%3, %4, %5}], [%2];\n" ::"r"(dst),
       "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
-      : "memory");
-#endif
-}
-
-// TMA: one box of a 4-D tensor map at coordinates c0..c3 (innermost first).
-__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint32_t bar, int c0,
-                                            int c1, int c2, int c3) {
-#ifdef FLASHPAGE_SM90_PTX
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], "
-      "[%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(dst),
-      "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 #endif
 }

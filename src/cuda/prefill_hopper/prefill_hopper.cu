@@ -97,7 +97,6 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
 // FLASHPAGE_PREFILL_L2_BAND=0 runs every KV head in one band (split_band),
 // FLASHPAGE_PREFILL_PINGPONG=0 lets the consumer warpgroups issue GEMMs without taking turns,
 // FLASHPAGE_PREFILL_TMA=0 loads every K/V tile by cp.async (kv_tma.h),
-// FLASHPAGE_PREFILL_Q_TMA=0|1 loads the M tiles' Q by TMA where it applies (q_tma.h),
 // FLASHPAGE_PREFILL_TMA_PROMOTION=0|128|256 sets the K/V maps' L2 promotion (256 by default),
 // FLASHPAGE_PREFILL_FOLD=0 strides causal schedules unit by unit (scheduler.cuh, folding),
 // FLASHPAGE_PREFILL_ROW_MAJOR=0 orders non-causal ragged ranges rank-major (HopperArgs),
@@ -107,7 +106,6 @@ struct HopperKnobs {
   bool l2_bands = true;
   bool pingpong = true;
   bool tma = true;
-  bool q_tma = false;
   int tma_promotion = 256;
   bool fold = true;
   bool row_major = true;
@@ -120,7 +118,6 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_L2_BAND")) k.l2_bands = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_PINGPONG")) k.pingpong = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_TMA")) k.tma = std::atoi(v) != 0;
-    if (const char* v = std::getenv("FLASHPAGE_PREFILL_Q_TMA")) k.q_tma = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_TMA_PROMOTION"))
       k.tma_promotion = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_FOLD")) k.fold = std::atoi(v) != 0;
@@ -227,7 +224,6 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     a.fold = prefill_hopper::fold_pays(m);
   }
   if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p, hopper_knobs().tma_promotion);
-  if (hopper_knobs().q_tma) a.q_tma = prefill_hopper::make_q_tma(p);
   int launch_grid = grid;
   if constexpr (prefill_hopper::kClusterBuild) {
     // Pairs of tiles on clusters of two blocks (scheduler.cuh, cluster_pair): where every

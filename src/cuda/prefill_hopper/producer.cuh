@@ -220,27 +220,6 @@ struct Producer {
             k.p.v_stride_token, k.p.v_stride_head, a.kv_tma.v);
   }
 
-  // The tile's Q by TMA (q_tma.h), from the thread that publishes the tile, before publish()'s
-  // arrivals: one box per column block, the bytes announced without an arrival of their own.
-  // Not inlined: inlined (or in a loop of its own beside the cp.async one) it spilled 20-90
-  // bytes of the producer's 56 registers; a call once per tile costs one thread a few dozen
-  // instructions.
-  __device__ __noinline__ void load_q_tma(const MTile& t, uint32_t tile, uint32_t full) const {
-    const QTma& m = a.q_tma;
-    // The stage last held the previous tile's staged O, written through the generic proxy
-    // (epilogue.cuh) and released to this thread by the empty barrier; the copy engine writes
-    // through the async proxy, so order the two before it overwrites those bytes.
-    sm90::fence_proxy_async();
-    sm90::mbarrier_expect_tx(full, uint32_t(Cfg::kQBytes));
-    // first_token() without its division: first is a multiple of 128, which the group divides.
-    const int token = t.g.qo_start + t.rows.q_begin + (t.rows.first / kMTileRows) * m.box_tokens;
-    const int row = m.batch_coord != 0 ? t.b : 0;
-#pragma unroll
-    for (int cb = 0; cb < Cfg::kColBlocks; ++cb)
-      sm90::tma_load_4d(tile + uint32_t(cb * Cfg::kBlockM * kSwizzleRowBytes), &m.map, full,
-                        cb * (kSwizzleRowBytes / Cfg::kElemBytes), t.rows.head0, token, row);
-  }
-
   // Publishes the M tile of q_ring's stage to the consumers (its tile slot, written by one
   // thread) and marks the stage sent: the consumers' wait on its full barrier covers both
   // the slot and the Q copies.
@@ -282,12 +261,7 @@ struct Producer {
       }
       const bool empty = t.n_end <= t.n_begin;
       q_ring.wait_empty(s.q_empty);
-      if (!empty && (a.ablate & 16) == 0) {
-        if (a.q_tma.box_tokens == 0)
-          load_q(t, s.q_tile(q_ring.stage));
-        else if (threadIdx.x == 0)
-          load_q_tma(t, s.q_tile(q_ring.stage), q_ring.bar(s.q_full));
-      }
+      if (!empty && (a.ablate & 16) == 0) load_q(t, s.q_tile(q_ring.stage));
       publish(t, empty ? TileSlot::kEmpty : TileSlot::kRun, q_ring);
       q_ring.advance();
       if (empty) continue;

@@ -33,7 +33,6 @@
 #include <cstdint>
 
 #include "cuda/prefill_hopper/kv_tma.h"
-#include "cuda/prefill_hopper/q_tma.h"
 #include "cuda/prefill_hopper/smem_layout.h"
 #include "cuda/prefill_hopper/tile_order.h"
 #include "cuda/prefill_tc/logits_policy.cuh"
@@ -89,7 +88,6 @@ struct HopperArgs {
   // before kv_tma, so the default kernel's arguments keep their size.
   int cluster = 0;
   KvTma kv_tma;  // K/V tensor maps (kv_tma.h); box_rows 0: cp.async only
-  QTma q_tma;    // the Q tensor map (q_tma.h); box_tokens 0: cp.async only
 
   // Ragged queries whose longest row the host does not know (tiles_per_row, units and
   // num_virtual are then 0): the kernel reads qo_indptr itself (schedule()), so the call

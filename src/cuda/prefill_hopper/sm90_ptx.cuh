@@ -27,11 +27,9 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 using ptx::fence_barrier_init;
 using ptx::mbarrier_arrive;
 using ptx::mbarrier_arrive_expect_tx;
-using ptx::mbarrier_expect_tx;
 using ptx::mbarrier_init;
 using ptx::mbarrier_wait;
 using ptx::tma_load_3d;
-using ptx::tma_load_4d;
 
 // ---- cp.async into shared memory ---------------------------------------------------------
 

@@ -35,9 +35,6 @@ struct PrefillTcParams {
   int64_t out_stride_batch = 0, out_stride_token = 0, out_stride_head = 0;
   const int32_t* qo_indptr = nullptr;
   int qo_len = 0;
-  // Elements from q to one past its last element (ragged q: the Hopper kernel's Q map is
-  // sized from it, as K/V's from k_span); 0: unknown (Q then goes by cp.async).
-  int64_t q_span = 0;
   float* lse = nullptr;  // optional, f32 natural log; -inf for a row that sees no key
   int64_t lse_stride_batch = 0, lse_stride_token = 0, lse_stride_head = 0;
 
