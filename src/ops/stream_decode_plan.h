@@ -6,10 +6,11 @@
 // states in the block (stream_decode_combine), else one per piece and warp, for every row.
 //
 // Work rows are *virtual rows*: row b's KV heads split into P head parts, virtual row
-// b * P + p holding KV heads [p * Hkv / P, (p + 1) * Hkv / P). Where the virtual rows fit
-// one per block and none is much longer than an equal share, none is cut: every block runs
-// one whole row and nothing is merged (the DRAM is shared, so the few blocks left idle cost
-// no bandwidth: bench/NOTES.md, sessions 17 and 24).
+// b * P + p holding KV heads [p * Hkv / P, (p + 1) * Hkv / P). Where whole virtual rows,
+// longest first onto the least loaded block, leave no block much fuller than an equal share
+// (one row per block, or e.g. two rows on most blocks at 256 x 1024), none is cut and nothing
+// is merged (the DRAM is shared, so the few blocks left idle early cost no bandwidth:
+// bench/NOTES.md, sessions 17, 24 and 29).
 #include <cstdint>
 #include <vector>
 
@@ -26,8 +27,8 @@ struct StreamDecodeWork {
 
 // lengths: row lengths; blocks: persistent blocks of the launch (one per SM); max_partials:
 // how many partial slots the workspace holds (rows are not cut when cuts would need more);
-// head_parts: P (stream_decode_head_parts); uncut_pct: how much longer than an equal share
-// (in percent) the longest virtual row may be and still run uncut, one per block (0: always
+// head_parts: P (stream_decode_head_parts); uncut_pct: how much fuller than an equal share
+// (in percent) the fullest block of whole rows may be for the rows to run uncut (0: always
 // cut to equal shares); warp_partials: partials each piece writes (1 where warps combine in
 // the block; else the warps per head, and every row is merged).
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t num_kv_heads,
