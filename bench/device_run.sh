@@ -192,6 +192,13 @@ for stage in $STAGES; do
         timeout "${EXP_TIMEOUT:-150}" "$d/test_prefill_hopper" --gtest_brief=1 >"$OUT/exp_$e.log" 2>&1 ||
           echo "rc=$?" >"$d/FAILED"
         note "exptests $e: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/exp_$e.log" | tr '\n' ' ' | head -c 200) $(cat "$d/FAILED" 2>/dev/null)"
+        # The experiment's test_ops too where it was packed (EXP_BINS), on its prefill cases.
+        if [ -x "$d/test_ops" ]; then
+          timeout "${EXP_TIMEOUT:-150}" "$d/test_ops" --gtest_brief=1 \
+            --gtest_filter="${EXP_OPS_FILTER:-PrefillPaged.*:PrefillRagged.*:Sdpa.*}" >"$OUT/exp_ops_$e.log" 2>&1 ||
+            echo "test_ops rc=$?" >>"$d/FAILED"
+          note "exptests $e test_ops: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/exp_ops_$e.log" | tr '\n' ' ' | head -c 200) $(cat "$d/FAILED" 2>/dev/null)"
+        fi
         if [ -n "${EXP_SAN_FILTER:-}" ] && [ ! -f "$d/FAILED" ]; then
           timeout "${SAN_TIMEOUT:-120}" compute-sanitizer --tool memcheck --error-exitcode 9 \
             "$d/test_prefill_hopper" --gtest_filter="$EXP_SAN_FILTER" --gtest_brief=1 >"$OUT/exp_san_$e.log" 2>&1

@@ -22,7 +22,10 @@ for arg in "$@"; do
   experiments+=("$found")
 done
 [ ${#experiments[@]} -gt 0 ] || experiments=("${KERNEL_EXPERIMENTS[@]}")
-links=$(cd "$build" && ninja -t commands bench/prefill_bench tests/test_prefill_hopper)
+# EXP_BINS: what to relink against each experiment (e.g. add tests/test_ops, whose prefill
+# cases cover paged and uniform calls that test_prefill_hopper does not).
+bins="${EXP_BINS:-bench/prefill_bench tests/test_prefill_hopper}"
+links=$(cd "$build" && ninja -t commands $bins)
 for e in "${experiments[@]}"; do
   name=${e%%=*}
   defs=$(experiment_defines "$e")
@@ -38,7 +41,7 @@ for e in "${experiments[@]}"; do
   for pid in "${pids[@]}"; do wait "$pid" || { echo "pack_experiments: $name did not compile"; exit 1; }; done
   (cd "$tmp" && ar r libflashpage.a prefill_hopper_bf16.cu.o prefill_hopper_f16.cu.o prefill_hopper.cu.o)
   mkdir -p "$out"
-  for bin in bench/prefill_bench tests/test_prefill_hopper; do
+  for bin in $bins; do
     link=$(echo "$links" | grep -E -- "-o $bin( |$)" | tail -1)
     link=$(echo "$link" | sed "s| libflashpage.a | $tmp/libflashpage.a |g; s| -o $bin | -o $out/$(basename "$bin") |")
     (cd "$build" && eval "$link")

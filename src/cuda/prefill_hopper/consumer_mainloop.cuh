@@ -223,8 +223,13 @@ struct Consumer {
       Epilogue<T, kHeadDim>{a.k, nullptr, wg, t, stores}.store_from_registers(
           slot(c.slot).tile, o, softmax.m, softmax.d, [&] { release(c.q_stage); });
     } else {
+#if FLASHPAGE_PREFILL_O_TMA
+      Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t, stores, &a.o_tma}.store(
+          slot(c.slot).tile, o, softmax.m, softmax.d);
+#else
       Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t, stores}.store(
           slot(c.slot).tile, o, softmax.m, softmax.d);
+#endif
       release(c.q_stage);
     }
   }
@@ -302,7 +307,12 @@ struct Consumer {
         release(q_stage);
         state = acquire(r, q_stage, slot_index);
       }
-      if (state == TileSlot::kDone) return;
+      if (state == TileSlot::kDone) {
+#if FLASHPAGE_PREFILL_O_TMA
+        if ((t & 31) == 0) sm90::bulk_wait_all();  // the O stores' global writes, before exit
+#endif
+        return;
+      }
       begin(c, q_stage, slot_index);
       softmax.init();
       zero(o);

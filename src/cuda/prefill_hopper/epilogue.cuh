@@ -35,6 +35,9 @@ struct Epilogue {
   uint8_t* staging;
   int wg, t;  // consumer warpgroup (0, 1) and thread in it
   bool stores = true;  // false: O is staged but not stored (HopperArgs::ablate bit 2)
+#if FLASHPAGE_PREFILL_O_TMA
+  const OTma* o_tma = nullptr;  // the experiment's map; null or box_tokens 0: thread stores
+#endif
 
   __device__ __forceinline__ void sync() const { sm90::named_sync(kEpilogueBarrier + wg, 128); }
 
@@ -95,6 +98,13 @@ struct Epilogue {
     sync();  // every warp's S GEMMs on these Q rows have completed: staging may overwrite them
     stage(o, row_d, warp_row0, lane);
     prefill_tc::write_lse(k, tile.g, tile.rows, tile.b, warp_row0, lane, m, row_d);
+#if FLASHPAGE_PREFILL_O_TMA
+    if (o_tma != nullptr && o_tma->box_tokens > 0 && stores &&
+        warp_row0 + kOTmaWarpRows <= tile.rows.count) {  // all 16 rows the tile's
+      store_warp_tma(tile, warp_row0, lane);
+      return;
+    }
+#endif
     __syncwarp();
     const int sub_row = lane / Cfg::kChunks, chunk = lane % Cfg::kChunks;
 #pragma unroll
@@ -109,6 +119,33 @@ struct Epilogue {
       *reinterpret_cast<uint4*>(dst + chunk * (kChunkBytes / Cfg::kElemBytes)) = value;
     }
   }
+
+#if FLASHPAGE_PREFILL_O_TMA
+  // The warp's 16 staged rows by TMA (o_tma.h): each thread fences its staged writes over to
+  // the async proxy, then lane 0 stores one box per column block and waits until the copies
+  // have read the stage, which the caller frees after this returns.
+  __device__ __forceinline__ void store_warp_tma(const MTile& tile, int warp_row0, int lane) const {
+    static_assert(kWarpRows == kOTmaWarpRows, "one box holds a warp's staged rows");
+    sm90::fence_proxy_async();
+    __syncwarp();
+    if (lane == 0) {
+      // (first + warp_row0) / group without a division: 16 divides first (a multiple of 128)
+      // and warp_row0, and the group divides 16.
+      const int token = tile.g.qo_start + tile.rows.q_begin +
+                        (tile.rows.first / kOTmaWarpRows + warp_row0 / kOTmaWarpRows) *
+                            o_tma->box_tokens;
+      const int row = o_tma->batch_coord != 0 ? tile.b : 0;
+      const uint32_t base = sm90::smem_u32(staging) + uint32_t(warp_row0 * kSwizzleRowBytes);
+#pragma unroll
+      for (int cb = 0; cb < Cfg::kColBlocks; ++cb)
+        sm90::tma_store_4d(&o_tma->map, base + uint32_t(cb * Cfg::kBlockM * kSwizzleRowBytes),
+                           cb * (kSwizzleRowBytes / Cfg::kElemBytes), tile.rows.head0, token, row);
+      sm90::bulk_commit_group();
+      sm90::bulk_wait_read_all();
+    }
+    __syncwarp();
+  }
+#endif
 
   // For a tile whose Q stage is already released (one Q stage, kEarlyQRelease): O through
   // the warp's own staging buffer (`staging`, 8 rows), in two passes of 8 rows (accumulator

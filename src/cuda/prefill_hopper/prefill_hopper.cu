@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 
 #include "cuda/cuda_check.h"
@@ -224,6 +225,17 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     a.fold = prefill_hopper::fold_pays(m);
   }
   if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p, hopper_knobs().tma_promotion);
+#if FLASHPAGE_PREFILL_O_TMA
+  a.o_tma = prefill_hopper::make_o_tma(p);
+  // The experiment says on stderr, for the first calls of a process, whether they store O by
+  // TMA (a map the driver refuses falls back silently otherwise).
+  static std::atomic<int> reported{0};
+  if (reported.fetch_add(1) < 8)
+    std::fprintf(stderr, "o_tma: %s q, head_dim %d, group %d: %s\n",
+                 p.qo_indptr != nullptr ? "ragged" : "uniform", p.head_dim,
+                 p.num_qo_heads / std::max(p.num_kv_heads, 1),
+                 a.o_tma.box_tokens > 0 ? "TMA stores" : "thread stores");
+#endif
   int launch_grid = grid;
   if constexpr (prefill_hopper::kClusterBuild) {
     // Pairs of tiles on clusters of two blocks (scheduler.cuh, cluster_pair): where every

@@ -33,6 +33,12 @@
 #include <cstdint>
 
 #include "cuda/prefill_hopper/kv_tma.h"
+#ifndef FLASHPAGE_PREFILL_O_TMA
+#define FLASHPAGE_PREFILL_O_TMA 0  // an experiment: O by TMA stores (o_tma.h)
+#endif
+#if FLASHPAGE_PREFILL_O_TMA
+#include "cuda/prefill_hopper/o_tma.h"
+#endif
 #include "cuda/prefill_hopper/smem_layout.h"
 #include "cuda/prefill_hopper/tile_order.h"
 #include "cuda/prefill_tc/logits_policy.cuh"
@@ -88,6 +94,9 @@ struct HopperArgs {
   // before kv_tma, so the default kernel's arguments keep their size.
   int cluster = 0;
   KvTma kv_tma;  // K/V tensor maps (kv_tma.h); box_rows 0: cp.async only
+#if FLASHPAGE_PREFILL_O_TMA
+  OTma o_tma;  // the output's map (o_tma.h); box_tokens 0: thread stores only
+#endif
 
   // Ragged queries whose longest row the host does not know (tiles_per_row, units and
   // num_virtual are then 0): the kernel reads qo_indptr itself (schedule()), so the call

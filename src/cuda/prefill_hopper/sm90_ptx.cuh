@@ -69,6 +69,35 @@ __device__ __forceinline__ void fence_proxy_async() {
 #endif
 }
 
+// ---- TMA stores (the FLASHPAGE_PREFILL_O_TMA experiment, o_tma.h) -------------------------
+
+// One box of a 4-D tensor map at c0..c3 from shared memory `src`, in this thread's bulk group.
+__device__ __forceinline__ void tma_store_4d(const void* map, uint32_t src, int c0, int c1, int c2,
+                                             int c3) {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n"
+               ::"l"(map), "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit_group() {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+// Until this thread's bulk groups have read their shared memory (it may then be rewritten).
+__device__ __forceinline__ void bulk_wait_read_all() {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
+// Until this thread's bulk groups have completed, their global writes included.
+__device__ __forceinline__ void bulk_wait_all() {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+#endif
+}
+
 // ---- named barriers (ids 1..15; 0 is __syncthreads) ---------------------------------------
 
 __device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads) {
