@@ -341,9 +341,10 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     // Each block streams `heads` KV heads of one head part (Plan::head_parts), on the
     // planner's block shape (plan.cpp).
     const int d = int(plan.head_dim);
-    const StreamDecodeTiling::Block block = StreamDecodeTiling::block(
-        int(args.num_kv_heads / plan.head_parts), d, args.group_size,
-        StreamDecodeTiling::planned_box_tokens(kv.page_size()), stream_decode_combine());
+    const int planned_box = StreamDecodeTiling::planned_box_tokens(kv.page_size());
+    const StreamDecodeTiling::Block block =
+        StreamDecodeTiling::block(int(args.num_kv_heads / plan.head_parts), d, args.group_size,
+                                  planned_box, stream_decode_combine());
     const int heads = block.heads, warps = block.warps;
     const bool combine = block.combine;
     sa.heads_per_block = heads;
@@ -351,8 +352,7 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     sa.combine = combine;
     sa.query_groups = StreamDecodeTiling::query_groups(args.group_size);
     if (stream_knobs().tma != 0) {
-      const int box = StreamDecodeTiling::planned_box_tokens(kv.page_size());
-      if (make_stream_kv_maps(sa, kv, d, box)) sa.kv_box_tokens = box;
+      if (make_stream_kv_maps(sa, kv, d, planned_box)) sa.kv_box_tokens = planned_box;
       check::require(sa.kv_box_tokens > 0 || stream_knobs().tma != 1,
                      "batch_decode: FLASHPAGE_DECODE_TMA=1 but the driver refused the K/V "
                      "tensor maps (page_size ", kv.page_size(), ", head_dim ", d, ")");

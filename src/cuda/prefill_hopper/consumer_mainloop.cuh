@@ -223,6 +223,8 @@ struct Consumer {
       Epilogue<T, kHeadDim>{a.k, nullptr, wg, t, stores}.store_from_registers(
           slot(c.slot).tile, o, softmax.m, softmax.d, [&] { release(c.q_stage); });
     } else {
+      // Two spellings, not one with a member that is null by default: that member, even
+      // unused, changed the default kernel's PTX (session 29).
 #if FLASHPAGE_PREFILL_O_TMA
       Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t, stores, &a.o_tma}.store(
           slot(c.slot).tile, o, softmax.m, softmax.d);
