@@ -155,10 +155,14 @@ for stage in $STAGES; do
       note "ncu rc=$? $(grep -E 'Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Duration' "$OUT/ncu_decode.log" | tr -s ' ' | tr '\n' ';' | head -c 400)"
       ;;
     ncu_torch)
-      # PyTorch's decode kernels on the same shape as the ncu stage: the yardstick's counters.
-      timeout "${NCU_TIMEOUT:-120}" ncu --clock-control none --launch-skip 4 --launch-count 2 \
+      # PyTorch's kernels on the shape of the ncu stage: the yardstick's counters. Decode by
+      # default; NCU_TORCH_ARGS="--queries 8192 --shape 1x8192 ..." profiles a prefill, and
+      # NCU_TORCH_KERNEL (a regex) leaves out the inputs' random-number kernels.
+      timeout "${NCU_TIMEOUT:-120}" ncu --clock-control none --kernel-name regex:"${NCU_TORCH_KERNEL:-.}" \
+        --launch-skip "${NCU_TORCH_SKIP:-4}" --launch-count 2 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
-        python3 bench/torch_sdpa_decode.py ${NCU_TORCH_ARGS:-} >"$OUT/ncu_torch.log" 2>&1
+        --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+        python3 bench/torch_sdpa_profile.py ${NCU_TORCH_ARGS:-} >"$OUT/ncu_torch.log" 2>&1
       note "ncu_torch rc=$? $(grep -E 'Memory Throughput|L2 Cache Throughput|Duration' "$OUT/ncu_torch.log" | tr -s ' ' | tr '\n' ';' | head -c 400)"
       ;;
     ncu_prefill)
