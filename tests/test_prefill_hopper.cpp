@@ -3,7 +3,8 @@
 // L > S (a cached prefix), empty rows, bf16 and f16, head_dim 64, 128 and 256 (64-key K/V
 // tiles), causal top-left (sdpa) and bottom-right (ragged, paged), GQA 4 and MHA, contiguous
 // K/V and pages of 1, 16 and 64 tokens in NHD and HND, window and soft cap, LSE. Outputs are
-// poisoned first, so every element must be written. Each case prints the kernel that ran; on a
+// poisoned first, so every element must be written. Row maxima that jump between K/V tiles
+// check the softmax's held-max rescale. Each case prints the kernel that ran; on a
 // compute capability 9.0 device (with FLASHPAGE_PREFILL_KERNEL unset) it must be the Hopper
 // kernel.
 #include <cuda_runtime_api.h>
@@ -11,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <algorithm>
 #include <string>
 #include <tuple>
 
@@ -148,6 +151,8 @@ struct RaggedCase {
   int64_t Hq, Hkv, D;
   DType dtype;
   bool causal;
+  // Multiplies key token t's K row (t counted within its segment); empty: all 1.
+  std::function<double(int64_t)> key_scale = {};
   std::string str() const {
     std::ostringstream os;
     os << "ragged q_lens=" << fpt::str(q_lens) << " kv_lens=" << fpt::str(kv_lens)
@@ -171,7 +176,16 @@ void run_ragged(Rng& rng, const RaggedCase& c) {
   const Tensor qo_t = host_ints(qo).to(dev);
   const Tensor kv_t = c.kv_lens.empty() ? Tensor() : host_ints(kvp).to(dev);
   const Tensor q = random_tensor(rng, {qo.back(), c.Hq, c.D}, c.dtype, dev, -2, 2);
-  const Tensor k = random_tensor(rng, {kvp.back(), c.Hkv, c.D}, c.dtype, dev, -2, 2);
+  Tensor k = random_tensor(rng, {kvp.back(), c.Hkv, c.D}, c.dtype, Device::cpu(), -2, 2);
+  if (c.key_scale) {
+    Tensor kf = k.to(DType::f32);
+    float* e = kf.data_as<float>();
+    for (size_t seg = 0; seg + 1 < kvp.size(); ++seg)
+      for (int64_t t = kvp[seg]; t < kvp[seg + 1]; ++t)
+        for (int64_t i = 0; i < c.Hkv * c.D; ++i) e[t * c.Hkv * c.D + i] *= float(c.key_scale(t - kvp[seg]));
+    k = kf.to(c.dtype);
+  }
+  k = k.to(dev);
   const Tensor v = random_tensor(rng, {kvp.back(), c.Hkv, c.D}, c.dtype, dev);
   const AttentionParams p{0.0f, c.causal, -1, 0.0f};
   const oracle::Result ref = oracle::prefill_ragged(q, k, v, qo_t, kv_t, p);
@@ -204,6 +218,26 @@ TEST(PrefillHopper, CudaRagged) {
     FP_CASE(run_ragged(rng, {many, {}, 8, 2, 128, DType::bf16, causal}));
     FP_CASE(run_ragged(rng, {many, {}, 4, 4, 64, DType::f16, causal}));
   }
+}
+
+// Row maxima that rise by more than the softmax's held-max slack (consumer_softmax.cuh,
+// kHeldMaxSlack: 8 in log2 units) from one K/V tile to the next, so the lazy rescale must
+// take the new max and rescale O mid-row, not only hold it. Logits here have a spread of
+// ~2 (log2 units) at scale 1, and a tile's max is ~5 times its scale: key scales 1, 4, 7
+// and 10 by 128-token band (maxima ~15 apart, both ways in the kernel's last-tile-first
+// order), and a ramp that falls along the row (rising by ~8-10 per 128-key tile in that
+// order, around the slack itself).
+TEST(PrefillHopper, CudaRaggedMaximaRiseAcrossKeyTiles) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  const auto bands = [](int64_t t) { return 1.0 + 3.0 * double(t / 128 % 4); };
+  const auto ramp = [](int64_t t) { return 1.0 + 11.0 * std::max(0.0, 1.0 - double(t) / 700.0); };
+  for (DType t : {DType::bf16, DType::f16})
+    for (int64_t d : {64, 128, 256})
+      for (bool causal : {false, true}) {
+        FP_CASE(run_ragged(rng, {{700, 129}, {}, 8, 2, d, t, causal, bands}));
+        FP_CASE(run_ragged(rng, {{64, 700}, {700, 700}, 4, 4, d, t, causal, ramp}));
+      }
 }
 
 // A build with the cluster experiment (FLASHPAGE_PREFILL_CLUSTER, scheduler.cuh) runs

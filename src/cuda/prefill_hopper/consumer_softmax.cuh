@@ -15,9 +15,23 @@
 #include "cuda/prefill_tc/online_softmax.cuh"
 #include "cuda/softmax_state.cuh"
 
+#ifndef FLASHPAGE_PREFILL_RESCALE
+// O's rescale after each K/V tile. 2 (the default): a row's max is held until a tile exceeds
+// it by more than kHeldMaxSlack, and a warp whose rows all kept theirs skips the multiplies
+// (FlashAttention-4's lazy rescale; +5% at head_dim 256, +2% at 128, level at 64: bench/NOTES.md,
+// session 30). The other levels are compile experiments (bench/experiments.sh): 1 skips only
+// where no row moved its max (exact maxima), 0 rescales at every tile (before session 30).
+#define FLASHPAGE_PREFILL_RESCALE 2
+#endif
+
 namespace flashpage::cuda::prefill_hopper {
 
 using prefill_tc::KeyRange;
+
+// Level 2: how far (log2 units) a tile's max may exceed the held one before it is taken. The
+// probabilities then stay <= 2^8 = 256: the same relative precision in bf16/f16 P, far from
+// overflow in P (f16: 65504) and in the f32 sums; m + log2(d) is unchanged.
+constexpr float kHeldMaxSlack = 8.0f;
 
 // The keys each of the thread's two rows sees (empty for rows past the tile).
 struct RowKeys {
@@ -118,8 +132,18 @@ struct RowSoftmax {
     for (int h = 0; h < 2; ++h) {
       const float tile_max =
           reduce_row_half(s, h, [](float x, float y) { return fmaxf(x, y); });
-      const float m_new = fmaxf(m[h], prefill_tc::quad_max(tile_max) * mul);
+      const float m_seen = fmaxf(m[h], prefill_tc::quad_max(tile_max) * mul);
+#if FLASHPAGE_PREFILL_RESCALE >= 2
+      // m = -inf (nothing seen yet) takes any finite max: -inf + slack is -inf.
+      const float m_new = m_seen > m[h] + kHeldMaxSlack ? m_seen : m[h];
+#else
+      const float m_new = m_seen;
+#endif
+#if FLASHPAGE_PREFILL_RESCALE >= 1
+      o_scale[h] = m_new == m[h] ? 1.0f : softmax_rescale(m[h], m_new);
+#else
       o_scale[h] = softmax_rescale(m[h], m_new);
+#endif
       const float shift = -softmax_safe_max(m_new);
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles; ++nt) {
@@ -133,8 +157,12 @@ struct RowSoftmax {
   }
 };
 
+// Called by every lane of the warp (the vote below).
 template <int kDimTiles>
 __device__ __forceinline__ void rescale_rows(float (&o)[kDimTiles][4], const float (&o_scale)[2]) {
+#if FLASHPAGE_PREFILL_RESCALE >= 1
+  if (!__any_sync(0xffffffffu, o_scale[0] != 1.0f || o_scale[1] != 1.0f)) return;
+#endif
 #pragma unroll
   for (int dt = 0; dt < kDimTiles; ++dt) {
     o[dt][0] *= o_scale[0];
