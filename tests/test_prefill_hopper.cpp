@@ -9,11 +9,11 @@
 // kernel.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <algorithm>
 #include <string>
 #include <tuple>
 
@@ -168,6 +168,19 @@ std::vector<int64_t> indptr_of(const std::vector<int64_t>& lens) {
   return v;
 }
 
+// Host K [N, Hkv, D] with token t of each segment [kvp[i], kvp[i + 1]) scaled by
+// scale(t - kvp[i]), rounded back to k's dtype.
+Tensor scaled_key_rows(const Tensor& k, const std::vector<int64_t>& kvp,
+                       const std::function<double(int64_t)>& scale) {
+  Tensor f = k.to(DType::f32);
+  float* e = f.data_as<float>();
+  const int64_t row = f.numel() / f.shape()[0];  // Hkv * D elements per token
+  for (size_t i = 0; i + 1 < kvp.size(); ++i)
+    for (int64_t t = kvp[i]; t < kvp[i + 1]; ++t)
+      for (int64_t j = 0; j < row; ++j) e[t * row + j] *= float(scale(t - kvp[i]));
+  return f.to(k.dtype());
+}
+
 void run_ragged(Rng& rng, const RaggedCase& c) {
   SCOPED_TRACE(c.str());
   const Device dev = cuda0();
@@ -177,14 +190,7 @@ void run_ragged(Rng& rng, const RaggedCase& c) {
   const Tensor kv_t = c.kv_lens.empty() ? Tensor() : host_ints(kvp).to(dev);
   const Tensor q = random_tensor(rng, {qo.back(), c.Hq, c.D}, c.dtype, dev, -2, 2);
   Tensor k = random_tensor(rng, {kvp.back(), c.Hkv, c.D}, c.dtype, Device::cpu(), -2, 2);
-  if (c.key_scale) {
-    Tensor kf = k.to(DType::f32);
-    float* e = kf.data_as<float>();
-    for (size_t seg = 0; seg + 1 < kvp.size(); ++seg)
-      for (int64_t t = kvp[seg]; t < kvp[seg + 1]; ++t)
-        for (int64_t i = 0; i < c.Hkv * c.D; ++i) e[t * c.Hkv * c.D + i] *= float(c.key_scale(t - kvp[seg]));
-    k = kf.to(c.dtype);
-  }
+  if (c.key_scale) k = scaled_key_rows(k, kvp, c.key_scale);
   k = k.to(dev);
   const Tensor v = random_tensor(rng, {kvp.back(), c.Hkv, c.D}, c.dtype, dev);
   const AttentionParams p{0.0f, c.causal, -1, 0.0f};
