@@ -8,8 +8,9 @@
 // mean load, measured 16/16/256 8x2048), but its steps all cost about the same, so the last
 // partial round of steps costs a whole step where the plain order ends on the shortest
 // tiles: about 3% at 2^k steps over 132 blocks, measured -2 to -4% where the plain order was
-// already balanced (bench/NOTES.md, session 12). The host folds the ragged/sdpa order only
-// where the model says it pays.
+// already balanced (bench/NOTES.md, session 12). The host folds the rank-major ragged/sdpa
+// order (FLASHPAGE_PREFILL_CAUSAL_ROW_MAJOR=0; row-major, the default since session 31,
+// always folds) only where the model says it pays.
 //
 // Plain host C++ (no CUDA): the tests check it against a tile-by-tile count.
 #include <algorithm>
@@ -18,7 +19,7 @@
 
 namespace flashpage::cuda::prefill_hopper {
 
-// The causal no-work-list schedule (ragged / sdpa) of uniform rows (non-causal ranges run
+// The causal rank-major no-work-list schedule (ragged / sdpa) of uniform rows (non-causal ranges run
 // row-major and never fold): virtual tile
 // v = ((band start + rank * batch * heads_in_band + b * heads_in_band + head) * subtiles + sub),
 // ranks latest first (scheduler.cuh, resolve_m_tile and split_band).

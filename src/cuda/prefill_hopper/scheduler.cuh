@@ -10,8 +10,9 @@
 //
 // Query ranges:
 //  - without a work list (ragged/sdpa): rows are cut into 128-token tiles, each 128 * group
-//    packed rows = `group` M tiles. Causal tiles are issued latest-first across rows (they
-//    see the most keys); non-causal ones row by row.
+//    packed rows = `group` M tiles, issued row by row as work lists are (a row's ranges
+//    read the same K/V; causal ones latest first). Rank-major (every row's first range
+//    first) stays as an A/B knob (HopperArgs::row_major).
 //  - with the plan's work list (paged prefill): items are <= work_tile_tokens (64) tokens.
 //    Items 2p and 2p+1 form pair p; when they are consecutive ranges of the same row the
 //    pair is one range of up to 128 tokens (so MHA still fills 128-row M tiles), otherwise
@@ -74,9 +75,11 @@ struct HopperArgs {
   int tiles_per_row = 0;    // no work list: 128-token ranges per batch row
   int64_t units = 0;        // query ranges (no work list) or item pairs, per KV head and subtile
   int head_band = 1;        // KV heads per L2 band (split_band)
-  // Non-causal query ranges without a work list: a row's ranges consecutive (row-major, the
-  // planner's order for work lists) rather than every row's first range first; 0 keeps the
-  // rank-major order (FLASHPAGE_PREFILL_ROW_MAJOR=0, an A/B knob: results stay correct).
+  // Query ranges without a work list: a row's ranges consecutive (row-major, the planner's
+  // order for work lists; causal: latest first within the row) rather than every row's first
+  // (causal: latest) range first (rank-major). The host picks it per call (prefill_hopper.cu;
+  // FLASHPAGE_PREFILL_ROW_MAJOR and FLASHPAGE_PREFILL_CAUSAL_ROW_MAJOR are A/B knobs: results
+  // stay correct either way).
   int row_major = 1;
   bool fold = false;        // causal: fold the units when each block gets two tiles
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
@@ -298,19 +301,19 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     if (first >= (q_end - q_begin) * k.group) return false;  // no rows, even before clamping
     t.g = prefill_tc::row_geometry(k, t.b);
   } else {
-    // Causal: rank-major, every row's latest range first (they see the most keys). Not
-    // causal: every range costs the same, and row-major keeps a row's ranges, which read the
-    // same K/V, together in time (as the planner's work lists do).
-    int qt;
-    if (k.causal || !a.row_major) {
+    // Row-major keeps a row's ranges, which read the same K/V, together in time (as the
+    // planner's work lists do); rank-major issues every row's rank r before any rank r + 1.
+    // Causal ranks run latest first (they see the most keys).
+    int rank;
+    if (!a.row_major) {
       const int64_t ranges_per_rank = int64_t(k.p.batch_size);
-      const int rank = int(unit / ranges_per_rank);
+      rank = int(unit / ranges_per_rank);
       t.b = int(unit % ranges_per_rank);
-      qt = k.causal ? sched.tiles_per_row - 1 - rank : rank;
     } else {
       t.b = int(unit / sched.tiles_per_row);
-      qt = int(unit - int64_t(t.b) * sched.tiles_per_row);
+      rank = int(unit - int64_t(t.b) * sched.tiles_per_row);
     }
+    const int qt = k.causal ? sched.tiles_per_row - 1 - rank : rank;
     t.g = prefill_tc::row_geometry(k, t.b);
     q_begin = qt * kQueryTileTokens;
     q_end = q_begin + kQueryTileTokens;
