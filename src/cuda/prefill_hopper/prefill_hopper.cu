@@ -100,7 +100,6 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
 // FLASHPAGE_PREFILL_TMA=0 loads every K/V tile by cp.async (kv_tma.h),
 // FLASHPAGE_PREFILL_TMA_PROMOTION=0|128|256 sets the K/V maps' L2 promotion (256 by default),
 // FLASHPAGE_PREFILL_FOLD=0 strides causal schedules unit by unit (scheduler.cuh, folding),
-//   =2 folds ragged / sdpa causal schedules whatever fold_model.h says,
 // FLASHPAGE_PREFILL_ROW_MAJOR=0 orders non-causal ragged ranges rank-major (HopperArgs),
 // FLASHPAGE_PREFILL_CAUSAL_ROW_MAJOR=0 orders causal ragged ranges rank-major (the order before
 //   session 31, folded where fold_model.h says it pays),
@@ -111,7 +110,7 @@ struct HopperKnobs {
   bool pingpong = true;
   bool tma = true;
   int tma_promotion = 256;
-  int fold = 1;  // 0 never, 1 where fold_model.h says it pays, 2 always
+  bool fold = true;
   bool row_major = true;
   bool causal_row_major = true;
   bool multicast = true;
@@ -125,7 +124,7 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_TMA")) k.tma = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_TMA_PROMOTION"))
       k.tma_promotion = std::atoi(v);
-    if (const char* v = std::getenv("FLASHPAGE_PREFILL_FOLD")) k.fold = std::atoi(v);
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_FOLD")) k.fold = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_ROW_MAJOR"))
       k.row_major = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_CAUSAL_ROW_MAJOR"))
@@ -208,12 +207,13 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   // rules, bands and folding: session 31 measured them against the rank-major order at +2%
   // median, 16/16/256 64x512 +23-25%, over a cache +4-12%, 8x2048 +2-7% (bench/NOTES.md).
   // The host sizes them by the mean row where only the device knows the longest.
-  const bool causal_list = p.causal && (p.work_ints != nullptr || a.row_major);
+  const bool row_major_causal = p.causal && (p.work_ints != nullptr || a.row_major);
   const int64_t units = a.units > 0 ? a.units : (p.num_qo_tokens + kRange - 1) / kRange;
-  const bool list_folds =
-      causal_list && hopper_knobs().fold != 0 && prefill_hopper::folds_at(busy_tiles, grid);
-  const bool banded = hopper_knobs().l2_bands &&
-                      (!causal_list || (list_folds && units >= 8 * int64_t(p.batch_size)));
+  const bool row_major_folds =
+      row_major_causal && hopper_knobs().fold && prefill_hopper::folds_at(busy_tiles, grid);
+  const bool banded =
+      hopper_knobs().l2_bands &&
+      (!row_major_causal || (row_major_folds && units >= 8 * int64_t(p.batch_size)));
   a.head_band = banded && head_kv_bytes > 0
                     ? int(std::clamp<int64_t>(kL2BandBytes / head_kv_bytes, 1, p.num_kv_heads))
                     : p.num_kv_heads;
@@ -222,8 +222,8 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   // fold_model.h does not model that order); in the rank-major order where the schedule
   // model says it pays (fold_model.h; uniform rows of the mean length when the rows are only
   // on the device).
-  a.fold = p.causal && hopper_knobs().fold != 0;
-  if (a.fold && !causal_list && p.batch_size > 0 && hopper_knobs().fold == 1) {
+  a.fold = p.causal && hopper_knobs().fold;
+  if (a.fold && !row_major_causal && p.batch_size > 0) {
     prefill_hopper::FoldModelShape m;
     m.batch = p.batch_size;
     m.qo_len = p.max_qo_len >= 0 ? p.max_qo_len : (p.num_qo_tokens + p.batch_size - 1) / p.batch_size;
