@@ -63,15 +63,23 @@ for stage in $STAGES; do
       }
       # On the sm_80+ split kernel (the sm_90 default is the streamed one), on the streamed
       # kernel's bulk-copy path (what runs where TMA maps are refused), and with other
-      # producer-warp counts than the default (clamped to what a shape allows).
-      [ "${SPLIT_TESTS:-1}" = 1 ] && decode_variant split "split decode kernel" FLASHPAGE_DECODE_KERNEL=split
-      [ "${BULK_TESTS:-1}" = 1 ] && decode_variant bulk "decode by bulk copies" FLASHPAGE_DECODE_TMA=0
+      # producer-warp counts than the default (clamped to what a shape allows). By default only
+      # where this stage ran every test of test_ops (no TEST_FILTER; TEST_BINS unset or naming
+      # test_ops): a narrowed run gets them by setting the knobs (they take ~6 minutes).
+      variants=1
+      if [ -n "${TEST_FILTER:-}" ] || { [ -n "${TEST_BINS:-}" ] && [[ " $TEST_BINS " != *" test_ops "* ]]; }; then
+        variants=0
+      fi
+      [ "${SPLIT_TESTS:-$variants}" = 1 ] && decode_variant split "split decode kernel" FLASHPAGE_DECODE_KERNEL=split
+      [ "${BULK_TESTS:-$variants}" = 1 ] && decode_variant bulk "decode by bulk copies" FLASHPAGE_DECODE_TMA=0
       # The merge reading its plan before griddepcontrol.wait (off by default until measured).
-      [ "${EARLY_PLAN_TESTS:-1}" = 1 ] &&
+      [ "${EARLY_PLAN_TESTS:-$variants}" = 1 ] &&
         decode_variant earlyplan "merge plan before its wait" FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1
       # More knobs: DECODE_TEST_VARIANTS="name=ENV=VALUE ...".
       for v in ${DECODE_TEST_VARIANTS:-}; do decode_variant "${v%%=*}" "decode, ${v#*=}" "${v#*=}"; done
-      for p in ${PRODUCER_TESTS:-1 4}; do
+      default_producers=""
+      [ "$variants" = 1 ] && default_producers="1 4"
+      for p in ${PRODUCER_TESTS-$default_producers}; do
         decode_variant "producers$p" "decode, $p producer warps" FLASHPAGE_DECODE_PRODUCERS=$p
       done
       grep -h -A3 '\[  FAILED  \]' "$OUT"/test_*.log | head -60 >"$OUT/failures.txt"
