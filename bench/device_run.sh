@@ -174,17 +174,22 @@ for stage in $STAGES; do
       note "ncu_torch rc=$? $(grep -E 'Memory Throughput|L2 Cache Throughput|Duration' "$OUT/ncu_torch.log" | tr -s ' ' | tr '\n' ';' | head -c 400)"
       ;;
     ncu_prefill)
-      # One prefill launch (32/8/128, 1 x 8192, non-causal, ragged) with warp-stall sampling.
+      # One prefill launch (32/8/128, 1 x 8192, non-causal, ragged) with warp-stall sampling;
+      # NCU_PREFILL_BIN profiles another build (an experiment's prefill_bench, after exptests).
+      ncu_bin="${NCU_PREFILL_BIN:-$BUILD/bench/prefill_bench}"
+      [ -x "$ncu_bin" ] || [ ! -f "$ncu_bin.gz" ] || gunzip -kf "$ncu_bin.gz"
       timeout "${NCU_TIMEOUT:-120}" ncu --clock-control none --kernel-name regex:"${NCU_PREFILL_KERNEL:-hopper}" \
         --launch-skip "${NCU_SKIP:-3}" --launch-count 1 --section SpeedOfLight --section Occupancy \
         --section LaunchStats --section WarpStateStats --section SchedulerStats \
         --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SourceCounters \
         --import-source no -o "$OUT/ncu_prefill${NCU_TAG:-}" \
-        "$BUILD/bench/prefill_bench" ${NCU_PREFILL_ARGS:---heads 32/8/128 --shapes 1x8192 --systems ragged --min-ms 1} \
+        "$ncu_bin" ${NCU_PREFILL_ARGS:---heads 32/8/128 --shapes 1x8192 --systems ragged --min-ms 1} \
         >"$OUT/ncu_prefill${NCU_TAG:-}_run.log" 2>&1
       note "ncu_prefill${NCU_TAG:-} rc=$?"
       # The details page, then the per-SASS-instruction page (stall samples by instruction).
       ncu -i "$OUT/ncu_prefill${NCU_TAG:-}.ncu-rep" --page details >"$OUT/ncu_prefill${NCU_TAG:-}.log" 2>&1
+      # The raw page: every collected counter by name (the pipes' utilisation among them).
+      ncu -i "$OUT/ncu_prefill${NCU_TAG:-}.ncu-rep" --page raw >"$OUT/ncu_prefill${NCU_TAG:-}_raw.log" 2>&1
       ncu -i "$OUT/ncu_prefill${NCU_TAG:-}.ncu-rep" --page source --print-source sass --csv >"$OUT/ncu_prefill${NCU_TAG:-}_sass.csv" 2>&1
       gzip -f "$OUT/ncu_prefill${NCU_TAG:-}_sass.csv" && mv "$OUT/ncu_prefill${NCU_TAG:-}_sass.csv.gz" "$OUT/ncu_prefill${NCU_TAG:-}_sass.csv.gz.log"
       rm -f "$OUT/ncu_prefill${NCU_TAG:-}.ncu-rep"

@@ -47,6 +47,9 @@ struct Consumer {
   static constexpr int kKeyTiles = Cfg::kKeyTiles;
   static constexpr int kDimTiles = Cfg::kDimTiles;
   static constexpr int kPvSteps = Cfg::kPvSteps;
+  // f16 P keeps 11 bits: the degree-4 polynomial; bf16's 8 bits: degree 3 (exp2_poly.h).
+  using TileSoftmax = RowSoftmax<kKeyTiles, kHeadDim == 64 ? FLASHPAGE_PREFILL_EXP_POLY : 0,
+                                 std::is_same_v<T, __half> ? 4 : 3>;
 
   const HopperArgs& a;
   const SmemPlan<kHeadDim>& s;
@@ -210,7 +213,7 @@ struct Consumer {
   // The tile's epilogue: O staged in its Q stage, then the stage is free; or, with the stage
   // already released (kEarlyQRelease), O staged in the warp's own buffer.
   __device__ __forceinline__ void finish(const TileRegs& c, const float (&o)[kDimTiles][4],
-                                         const RowSoftmax<kKeyTiles>& softmax) const {
+                                         const TileSoftmax& softmax) const {
     const bool stores = (a.ablate & 4) == 0;
     if (a.ablate & 8) {  // timing experiment: no epilogue
       if constexpr (!kEarlyQRelease) release(c.q_stage);
@@ -293,7 +296,7 @@ struct Consumer {
     // sched_wait pass (afterwards each warpgroup passes the turn once per overlapped step).
     if (wg == 0 && a.pingpong) sm90::named_arrive(kSchedulerBarrier, kConsumerThreads);
     Rings r;
-    RowSoftmax<kKeyTiles> softmax;
+    TileSoftmax softmax;
     float o[kDimTiles][4];
     float acc[kKeyTiles][4];
     uint32_t p[kPvSteps][4];
@@ -349,7 +352,7 @@ struct Consumer {
           if (state == TileSlot::kRun) {
             TileRegs next;
             begin(next, q_stage, slot_index);
-            RowSoftmax<kKeyTiles> next_softmax;
+            TileSoftmax next_softmax;
             next_softmax.init();
             // The next tile's first S GEMM beside this tile's last P V.
             overlapped_step(r, next, next.n_end - 1, acc, o, p,

@@ -10,6 +10,7 @@
 // Unlike prefill_tc's WarpSoftmax, update() does not rescale O itself: O's registers may still
 // be in use by the asynchronous P V wgmma when the new maximum is known, so the factor is
 // returned and applied after wgmma_wait (consumer_mainloop.cuh).
+#include "cuda/exp2_poly.h"
 #include "cuda/prefill_hopper/scheduler.cuh"
 #include "cuda/prefill_tc/logits_policy.cuh"
 #include "cuda/prefill_tc/online_softmax.cuh"
@@ -22,6 +23,15 @@
 // session 30). The other levels are compile experiments (bench/experiments.sh): 1 skips only
 // where no row moved its max (exact maxima), 0 rescales at every tile (before session 30).
 #define FLASHPAGE_PREFILL_RESCALE 2
+#endif
+
+#ifndef FLASHPAGE_PREFILL_EXP_POLY
+// Of a 128-key S tile's 16 column blocks (8 keys each), how many take their exponentials from
+// the FMA-pipe polynomial (exp2_poly.h) instead of MUFU, at head_dim 64 only. 0 (the default):
+// none. A compile experiment (bench/experiments.sh, poly*; bench/NOTES.md, session 32): at
+// head_dim 64 MUFU needs as many cycles per S tile as the tensor cores (16 exponentials per
+// clock and SM against the two GEMMs' 4096 FLOP per clock).
+#define FLASHPAGE_PREFILL_EXP_POLY 0
 #endif
 
 namespace flashpage::cuda::prefill_hopper {
@@ -115,8 +125,17 @@ __device__ __forceinline__ float reduce_row_half(const float (&s)[kKeyTiles][4],
   return acc[0];
 }
 
-template <int kKeyTiles>
+// kPolyTiles of the kKeyTiles column blocks, spread evenly, compute exp2 by the polynomial
+// of degree kPolyDegree (FLASHPAGE_PREFILL_EXP_POLY); the rest by MUFU.
+template <int kKeyTiles, int kPolyTiles = 0, int kPolyDegree = 3>
 struct RowSoftmax {
+  static_assert(kPolyTiles >= 0 && kPolyTiles <= kKeyTiles);
+  static __device__ __forceinline__ float exp2_of_tile(int nt, float x) {
+    if (kPolyTiles > 0 && (nt * kPolyTiles) % kKeyTiles < kPolyTiles)  // nt is a constant
+      return exp2_poly<kPolyDegree>(x);
+    return prefill_tc::fast_exp2(x);
+  }
+
   float m[2], d[2];  // running max (log2 domain, quad-uniform); per-thread partial denominator
 
   __device__ __forceinline__ void init() {
@@ -147,8 +166,8 @@ struct RowSoftmax {
       const float shift = -softmax_safe_max(m_new);
 #pragma unroll
       for (int nt = 0; nt < kKeyTiles; ++nt) {
-        s[nt][2 * h] = prefill_tc::fast_exp2(fmaf(s[nt][2 * h], mul, shift));
-        s[nt][2 * h + 1] = prefill_tc::fast_exp2(fmaf(s[nt][2 * h + 1], mul, shift));
+        s[nt][2 * h] = exp2_of_tile(nt, fmaf(s[nt][2 * h], mul, shift));
+        s[nt][2 * h + 1] = exp2_of_tile(nt, fmaf(s[nt][2 * h + 1], mul, shift));
       }
       const float sum = reduce_row_half(s, h, [](float x, float y) { return x + y; });
       d[h] = d[h] * o_scale[h] + sum;

@@ -1,0 +1,90 @@
+#pragma once
+// 2^x on the FMA and integer pipes, without MUFU: x = k + f with k = round(x) and f in
+// [-0.5, 0.5]; 2^f by a polynomial, 2^k by adding k to the result's exponent field.
+//
+// Why: MUFU computes 16 exponentials per clock per SM, the FMA pipe 128 multiply-adds. At
+// head_dim 64 the exponentials of a 128-key S tile keep MUFU busy as long as the tile's two
+// GEMMs keep the tensor cores, so the prefill can move a share of them here (FlashAttention-4
+// does the same on Blackwell; bench/NOTES.md, session 32). The coefficients are this file's
+// own: minimax fits of the relative error on [-0.5, 0.5] with p(0) = 1 (so 2^0 is exact),
+// by a Remez exchange in mpmath, rounded to f32:
+//   degree 3: max relative error 4.3e-4 (below bf16's half ulp, 2^-9)
+//   degree 4: max relative error 5.4e-6 (below f16's, 2^-11)
+//
+// Domain: x <= 64. -inf and x below -127 give +0 (or a denormal just above it, which every
+// consumer here flushes or ignores), as ex2.approx.ftz does.
+//
+// Host and device: the host build runs the same IEEE f32 operations (no contraction under
+// -std=c++20), so tests/test_exp2_poly.cpp checks the error bounds on any machine.
+#include <bit>
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define FP_EXP2_POLY_HD __host__ __device__ __forceinline__
+#else
+#define FP_EXP2_POLY_HD inline
+#endif
+
+namespace flashpage::cuda {
+
+namespace exp2_poly_detail {
+// Round-to-nearest adds that nvcc may not fuse into a multiply-add.
+FP_EXP2_POLY_HD float add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+FP_EXP2_POLY_HD float sub(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+FP_EXP2_POLY_HD unsigned bits_of(float a) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(a);
+#else
+  return std::bit_cast<unsigned>(a);
+#endif
+}
+FP_EXP2_POLY_HD float float_of(unsigned a) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(a);
+#else
+  return std::bit_cast<float>(a);
+#endif
+}
+}  // namespace exp2_poly_detail
+
+template <int kDegree>
+FP_EXP2_POLY_HD float exp2_poly(float x) {
+  using exp2_poly_detail::add;
+  using exp2_poly_detail::sub;
+  using exp2_poly_detail::bits_of;
+  static_assert(kDegree == 3 || kDegree == 4, "exp2_poly: degree 3 or 4");
+  // x + 1.5 * 2^23 has ulp 1: its low mantissa bits hold round(x) (ties to even), as
+  // kRound's bits + k.
+  constexpr float kRound = 12582912.0f;
+  // -inf -> -127: round(x) = -127 and f = 0, so p = 1 and the bits below come out 0 exactly.
+  x = fmaxf(x, -127.0f);
+  const float t = add(x, kRound);
+  const float f = sub(x, sub(t, kRound));
+  float p;
+  if constexpr (kDegree == 3) {
+    p = fmaf(fmaf(fmaf(0.0416987501f, f, 0.242030516f), f, 0.695766807f), f, 1.0f);
+  } else {
+    p = fmaf(
+        fmaf(fmaf(fmaf(0.00967603736f, f, 0.0560057871f), f, 0.240221679f), f, 0.69310534f),
+        f, 1.0f);
+  }
+  // p is in [0.70, 1.42] (exponent field 126 or 127). t's bits shifted left by 23 are k << 23
+  // (kRound's own bits vanish: their low 9 bits are zero), so the sum scales p by 2^k; for
+  // k <= -127 it goes negative or into the denormals, and the max turns negatives into +0.
+  const int bits = int(bits_of(p) + (bits_of(t) << 23));
+  return exp2_poly_detail::float_of(unsigned(bits > 0 ? bits : 0));
+}
+
+}  // namespace flashpage::cuda
