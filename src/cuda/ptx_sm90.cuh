@@ -54,35 +54,19 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t
 // so a producer's first wait on an "empty" barrier with parity 1 passes at once. The lanes
 // of a warp read the same barrier word and leave together; the __syncwarp makes that
 // reconvergence explicit before the .sync.aligned instructions (wgmma, bar) that follow.
-// kSuspendNs > 0 passes try_wait a suspend-time hint: a thread whose phase is not complete
-// sleeps until it completes or that long, instead of the hardware's own, short limit after
-// which the loop retries (each retry two issued instructions).
-template <uint32_t kSuspendNs = 0>
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 #ifdef FLASHPAGE_SM90_PTX
   uint32_t done = 0;
   do {
-    if constexpr (kSuspendNs == 0) {
-      asm volatile(
-          "{\n"
-          ".reg .pred p;\n"
-          "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
-          "selp.u32 %0, 1, 0, p;\n"
-          "}\n"
-          : "=r"(done)
-          : "r"(bar), "r"(parity)
-          : "memory");
-    } else {
-      asm volatile(
-          "{\n"
-          ".reg .pred p;\n"
-          "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2, %3;\n"
-          "selp.u32 %0, 1, 0, p;\n"
-          "}\n"
-          : "=r"(done)
-          : "r"(bar), "r"(parity), "n"(kSuspendNs)
-          : "memory");
-    }
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
   } while (!done);
 #endif
   __syncwarp();

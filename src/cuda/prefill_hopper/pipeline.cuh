@@ -18,18 +18,6 @@
 #include "cuda/prefill_hopper/sm90_ptx.cuh"
 #include "cuda/prefill_hopper/smem_layout.h"
 
-#ifndef FLASHPAGE_PREFILL_PRODUCER_SUSPEND_NS
-// Suspend-time hint of the load warpgroup's waits for free stages (ptx_sm90.cuh,
-// mbarrier_wait); 0 (the default): none. A compile experiment (bench/experiments.sh, sleep*;
-// bench/NOTES.md, session 32): ncu counted ~25 retries of those waits per producer warp and
-// K/V step at head_dim 64, ~4.6% of the kernel's issued instructions.
-#define FLASHPAGE_PREFILL_PRODUCER_SUSPEND_NS 0
-#endif
-#ifndef FLASHPAGE_PREFILL_CONSUMER_SUSPEND_NS
-// The same for the math warpgroups' waits for loaded stages.
-#define FLASHPAGE_PREFILL_CONSUMER_SUSPEND_NS 0
-#endif
-
 namespace flashpage::cuda::prefill_hopper {
 
 constexpr uint32_t kProducerThreads = 128;
@@ -42,11 +30,9 @@ struct Ring {
   uint32_t phase = 0;  // parity of the full phase this use waits for
 
   __device__ __forceinline__ uint32_t bar(uint32_t base) const { return base + kBarrierBytes * stage; }
-  __device__ __forceinline__ void wait_full(uint32_t base) const {
-    sm90::mbarrier_wait<FLASHPAGE_PREFILL_CONSUMER_SUSPEND_NS>(bar(base), phase);
-  }
+  __device__ __forceinline__ void wait_full(uint32_t base) const { sm90::mbarrier_wait(bar(base), phase); }
   __device__ __forceinline__ void wait_empty(uint32_t base) const {
-    sm90::mbarrier_wait<FLASHPAGE_PREFILL_PRODUCER_SUSPEND_NS>(bar(base), phase ^ 1u);
+    sm90::mbarrier_wait(bar(base), phase ^ 1u);
   }
   // The tile slot of a Q ring's use (SmemPlan::tile_slot), without another register: the
   // stage, or for a one-stage ring the parity of the uses so far (the phase).
