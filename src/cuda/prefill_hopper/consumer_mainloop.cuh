@@ -50,10 +50,6 @@ struct Consumer {
   // f16 P keeps 11 bits: the degree-4 polynomial; bf16's 8 bits: degree 3 (exp2_poly.h).
   using TileSoftmax = RowSoftmax<kKeyTiles, kHeadDim == 64 ? FLASHPAGE_PREFILL_EXP_POLY : 0,
                                  std::is_same_v<T, __half> ? 4 : 3>;
-  // Steady-state steps by RowSoftmax::update_held, P built during the softmax in a second
-  // set of registers (p_next: 32 more per thread). Head_dim 64 only: at 128 and 256 the
-  // consumers spill with them (16-64 bytes).
-  static constexpr bool kHeldMax = FLASHPAGE_PREFILL_HELD_MAX != 0 && kHeadDim == 64;
 
   const HopperArgs& a;
   const SmemPlan<kHeadDim>& s;
@@ -304,7 +300,6 @@ struct Consumer {
     float o[kDimTiles][4];
     float acc[kKeyTiles][4];
     uint32_t p[kPvSteps][4];
-    uint32_t p_next[kHeldMax ? kPvSteps : 1][4];  // kHeldMax: the next step's P
     float o_scale[2];
     TileRegs c;
     int q_stage, slot_index;
@@ -340,41 +335,17 @@ struct Consumer {
 
       int n_first = c.n_end - 2;  // the tile's first K/V tile of the loop below
       for (;;) {
-        if constexpr (kHeldMax) {
-          for (int n = n_first; n >= c.n_begin; --n) {
-            overlapped_step(r, c, n, acc, o, p, [&](float (&s_n)[kKeyTiles][4], int key_tile) {
-              release_early(c, key_tile);
-              if ((a.ablate & 1) == 0) {
-                softmax.template update_held<T>(s_n, logits(s_n, key_tile, c.rk, c.all), p_next,
-                                                o_scale);
-              } else {
-                o_scale[0] = o_scale[1] = 1.0f;
-                pack_p(p_next, s_n);
-              }
-            });
-            rescale_rows(o, o_scale);
-            // p_next holds P with each register's halves swapped (update_held): the swap
-            // back is an instruction of its own, so ptxas cannot merge p_next into p. Merged,
-            // the softmax would write the A registers of a wgmma while the previous P V still
-            // runs, and ptxas serialises every wgmma of the kernel for that (C7513).
-#pragma unroll
-            for (int ks = 0; ks < kPvSteps; ++ks)
-#pragma unroll
-              for (int r4 = 0; r4 < 4; ++r4) p[ks][r4] = __byte_perm(p_next[ks][r4], 0u, 0x1032u);
-          }
-        } else {
-          for (int n = n_first; n >= c.n_begin; --n) {
-            overlapped_step(r, c, n, acc, o, p, [&](float (&s_n)[kKeyTiles][4], int key_tile) {
-              release_early(c, key_tile);
-              if ((a.ablate & 1) == 0) {
-                softmax.update(s_n, logits(s_n, key_tile, c.rk, c.all), o_scale);
-              } else {
-                o_scale[0] = o_scale[1] = 1.0f;
-              }
-            });
-            rescale_rows(o, o_scale);
-            pack_p(p, acc);
-          }
+        for (int n = n_first; n >= c.n_begin; --n) {
+          overlapped_step(r, c, n, acc, o, p, [&](float (&s_n)[kKeyTiles][4], int key_tile) {
+            release_early(c, key_tile);
+            if ((a.ablate & 1) == 0) {
+              softmax.update(s_n, logits(s_n, key_tile, c.rk, c.all), o_scale);
+            } else {
+              o_scale[0] = o_scale[1] = 1.0f;
+            }
+          });
+          rescale_rows(o, o_scale);
+          pack_p(p, acc);
         }
         if constexpr (kCrossTile) {
           state = acquire(r, q_stage, slot_index);  // the next tile's; this tile's still held

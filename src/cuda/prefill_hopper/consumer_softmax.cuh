@@ -11,7 +11,6 @@
 // be in use by the asynchronous P V wgmma when the new maximum is known, so the factor is
 // returned and applied after wgmma_wait (consumer_mainloop.cuh).
 #include "cuda/exp2_poly.h"
-#include "cuda/ptx.cuh"
 #include "cuda/prefill_hopper/scheduler.cuh"
 #include "cuda/prefill_tc/logits_policy.cuh"
 #include "cuda/prefill_tc/online_softmax.cuh"
@@ -24,14 +23,6 @@
 // session 30). The other levels are compile experiments (bench/experiments.sh): 1 skips only
 // where no row moved its max (exact maxima), 0 rescales at every tile (before session 30).
 #define FLASHPAGE_PREFILL_RESCALE 2
-#endif
-
-#ifndef FLASHPAGE_PREFILL_HELD_MAX
-// 1: steady-state K/V tiles at head_dim 64 take RowSoftmax::update_held (the exponentials
-// against the held maximum at once, the tile's maximum reduced beside them); 0 (the
-// default): update. A compile experiment (bench/experiments.sh, held; bench/NOTES.md,
-// session 32).
-#define FLASHPAGE_PREFILL_HELD_MAX 0
 #endif
 
 #ifndef FLASHPAGE_PREFILL_EXP_POLY
@@ -183,76 +174,6 @@ struct RowSoftmax {
       m[h] = m_new;
     }
   }
-
-#if FLASHPAGE_PREFILL_RESCALE >= 2
-  // update(), then P packed for the A registers of the P V steps (pack_p's mapping: register
-  // r of step ks holds column blocks 2ks + r/2, row half r % 2) with each register's two
-  // halves swapped (Consumer::run swaps them back once the previous P V has completed).
-  template <class T, int kPvSteps>
-  __device__ __forceinline__ void update_packed(float (&s)[kKeyTiles][4], float mul,
-                                                uint32_t (&p)[kPvSteps][4],
-                                                float (&o_scale)[2]) {
-    update(s, mul, o_scale);
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt) {
-      p[nt / 2][2 * (nt % 2)] = ptx::pack2<T>(s[nt][1], s[nt][0]);
-      p[nt / 2][2 * (nt % 2) + 1] = ptx::pack2<T>(s[nt][3], s[nt][2]);
-    }
-  }
-
-  // update_packed (P's halves swapped likewise) without the row max in front of the
-  // exponentials. With the lazy rescale a
-  // row keeps its held max m unless the tile's exceeds it by more than kHeldMaxSlack, so
-  // the exponentials go out against m at once, straight into P (s keeps the raw logits),
-  // while the tile's max is reduced beside them; a warp where some row's tile max passes
-  // m + kHeldMaxSlack (or whose row saw no key before: m = -inf) redoes the tile with
-  // update_packed. Same results as update_packed, bit for bit: where the held max stands,
-  // update takes the same shift and o_scale = 1.
-  template <class T, int kPvSteps>
-  __device__ __forceinline__ void update_held(float (&s)[kKeyTiles][4], float mul,
-                                              uint32_t (&p)[kPvSteps][4], float (&o_scale)[2]) {
-    static_assert(2 * kPvSteps == kKeyTiles);
-    constexpr int kChains = kKeyTiles >= 16 ? 4 : 1;
-    float shift[2], sum[2][kChains];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      shift[h] = -softmax_safe_max(m[h]);
-#pragma unroll
-      for (int c = 0; c < kChains; ++c) sum[h][c] = 0.0f;
-    }
-#pragma unroll
-    for (int nt = 0; nt < kKeyTiles; ++nt) {
-      float e[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) e[i] = exp2_of_tile(nt, fmaf(s[nt][i], mul, shift[i / 2]));
-      sum[0][nt % kChains] += e[0] + e[1];
-      sum[1][nt % kChains] += e[2] + e[3];
-      p[nt / 2][2 * (nt % 2)] = ptx::pack2<T>(e[1], e[0]);
-      p[nt / 2][2 * (nt % 2) + 1] = ptx::pack2<T>(e[3], e[2]);
-    }
-    bool held = true;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float tile_max =
-          prefill_tc::quad_max(reduce_row_half(s, h, [](float x, float y) { return fmaxf(x, y); })) * mul;
-      // m = -inf: -inf + slack is -inf, so any key seen fails the test.
-      held = held && !(tile_max > m[h] + kHeldMaxSlack);
-    }
-    if (!__all_sync(0xffffffffu, held)) {
-      update_packed<T>(s, mul, p, o_scale);
-      return;
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-#pragma unroll
-      for (int w = kChains / 2; w >= 1; w /= 2)
-#pragma unroll
-        for (int c = 0; c < w; ++c) sum[h][c] += sum[h][c + w];
-      d[h] += sum[h][0];
-      o_scale[h] = 1.0f;
-    }
-  }
-#endif
 };
 
 // Called by every lane of the warp (the vote below).
