@@ -6,10 +6,8 @@
 //                  kConsumerRegs: S and O accumulators (64 + 64 floats at head_dim 128,
 //                  32 + 128 at 256) plus P (32; 16) stay in registers
 // The register pool of a block is 384 x 168 (the kernel is compiled for 168 registers per
-// thread by __launch_bounds__(384, 1)); 128 x 72 + 256 x 216 = 64512 = 384 x 168 fits it
-// exactly, so setmaxnreg.inc never waits on registers that are not coming. (56 / 224 until
-// session 32: the one-warp K/V tiles of producer.cuh spill 24-60 bytes in 56 or 64; the
-// consumers need no more than 216 at any head_dim.)
+// thread by __launch_bounds__(384, 1)); 128 x 56 + 256 x 224 = 64512 = 384 x 168 fits it
+// exactly, so setmaxnreg.inc never waits on registers that are not coming.
 //
 // The body exists only for sm_90a (wgmma, setmaxnreg); other targets compile an empty kernel
 // that the host never launches (prefill_hopper_covers).
@@ -24,8 +22,8 @@
 
 namespace flashpage::cuda::prefill_hopper {
 
-constexpr int kProducerRegs = 72;
-constexpr int kConsumerRegs = 216;
+constexpr int kProducerRegs = 56;
+constexpr int kConsumerRegs = 224;
 constexpr int kRegsPerThreadAtLaunch = 168;
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 384 * kRegsPerThreadAtLaunch);
 

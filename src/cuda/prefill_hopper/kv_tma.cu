@@ -24,7 +24,6 @@ bool make_map(KvTmaMap& m, const void* base, int64_t stride_unit, int64_t stride
   if (stride_unit % stride_token != 0) return false;
   m.unit_tokens = stride_unit / stride_token;
   const int64_t tokens = (span + stride_token - 1) / stride_token;
-  m.tokens = tokens;
   const int64_t heads = p.num_kv_heads;
   // One head: its stride is never applied, any legal value does.
   if (heads == 1) stride_head = stride_token;
@@ -57,8 +56,6 @@ KvTma make_kv_tma(const PrefillTcParams& p, int l2_promotion_bytes) {
                 box_rows, l2_promotion_bytes))
     return t;
   t.box_rows = box_rows;
-  constexpr int64_t kCoordinates = int64_t(1) << 31;  // a signed 32-bit coordinate
-  t.one_warp = t.k.tokens <= kCoordinates && t.v.tokens <= kCoordinates;
   return t;
 }
 

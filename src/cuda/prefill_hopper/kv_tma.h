@@ -29,17 +29,12 @@ namespace flashpage::cuda::prefill_hopper {
 struct KvTmaMap {
   CUtensorMap map;          // dims {head_dim, ., .}: heads and tokens, smaller stride first
   int64_t unit_tokens = 0;  // token coordinate = unit * unit_tokens + slot
-  int64_t tokens = 0;       // the map's token rows: every coordinate is below it
   int token_dim = 2;        // the map dimension (1 or 2) that is the token row
 };
 
 struct KvTma {
   KvTmaMap k, v;
   int box_rows = 0;  // token rows per box; 0: no TMA (every slice by cp.async)
-  // Every token coordinate of both maps fits their 32-bit coordinates, so a K/V tile all of
-  // whose rows are keys can go by TMA without a per-row check: the producer's warp 0 then
-  // loads the whole tile alone (producer.cuh, load_tile_tma).
-  bool one_warp = false;
 };
 
 // The maps for this call's K and V, or box_rows = 0 where TMA does not apply (strides that

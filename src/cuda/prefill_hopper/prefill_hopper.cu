@@ -103,9 +103,7 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
 // FLASHPAGE_PREFILL_ROW_MAJOR=0 orders non-causal ragged ranges rank-major (HopperArgs),
 // FLASHPAGE_PREFILL_CAUSAL_ROW_MAJOR=0 orders causal ragged ranges rank-major (the order before
 //   session 31, folded where fold_model.h says it pays),
-// FLASHPAGE_PREFILL_MULTICAST=0 keeps a FLASHPAGE_PREFILL_CLUSTER build off clusters,
-// FLASHPAGE_PREFILL_KV_ONE_WARP=0 has every producer warp load its slice of every K/V tile
-//   (KvTma::one_warp; the rule before session 32).
+// FLASHPAGE_PREFILL_MULTICAST=0 keeps a FLASHPAGE_PREFILL_CLUSTER build off clusters.
 struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
@@ -116,7 +114,6 @@ struct HopperKnobs {
   bool row_major = true;
   bool causal_row_major = true;
   bool multicast = true;
-  bool kv_one_warp = true;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -134,8 +131,6 @@ const HopperKnobs& hopper_knobs() {
       k.causal_row_major = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_MULTICAST"))
       k.multicast = std::atoi(v) != 0;
-    if (const char* v = std::getenv("FLASHPAGE_PREFILL_KV_ONE_WARP"))
-      k.kv_one_warp = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -242,7 +237,6 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     a.fold = prefill_hopper::fold_pays(m);
   }
   if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p, hopper_knobs().tma_promotion);
-  if (!hopper_knobs().kv_one_warp) a.kv_tma.one_warp = false;
 #if FLASHPAGE_PREFILL_O_TMA
   a.o_tma = prefill_hopper::make_o_tma(p);
   // The experiment says on stderr, for the first calls of a process, whether they store O by

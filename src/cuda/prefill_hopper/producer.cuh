@@ -77,10 +77,6 @@ __device__ __forceinline__ void signal_full(uint32_t bar) {
 #endif
 }
 
-// The load warpgroup's own named barrier (ids 1-4: the consumers', consumer_mainloop.cuh and
-// epilogue.cuh).
-constexpr uint32_t kProducerBarrier = 5;
-
 // Element offset (< 0: none) -> the row's address for copy_warp_rows.
 template <class T>
 __device__ __forceinline__ const char* row_address(const T* base, int64_t offset) {
@@ -115,29 +111,14 @@ struct Producer {
   const SmemPlan<kHeadDim>& s;
   int warp, lane;
 
-  // Whether K/V tile n goes by load_tile_tma, from warp 0 alone: every row of it is a key
-  // some query row sees, and the call's coordinates all fit (KvTma::one_warp). Block-uniform.
-  __device__ __forceinline__ bool one_warp_tile(const MTile& t, int n) const {
-    if constexpr (kPairs) return false;  // the cluster build multicasts slice by slice
-    return a.kv_tma.one_warp && (a.ablate & 2) == 0 && (n + 1) * kBlockN <= t.ranges.any.hi;
-  }
-
-  // What the lane needs of tile n one tile ahead (a plain load of a page id for paged K/V:
-  // issued here, consumed at the next issue, so the load overlaps the wait for a free stage):
-  // on a one-warp tile warp 0's lane j gets box j's first row and the other warps nothing;
-  // otherwise each lane gets its row of the warp's slice.
+  // Lane's key row of tile n (a plain load of the page id for paged K/V: issued here,
+  // consumed at the next issue, so the load overlaps the wait for a free stage).
   __device__ __forceinline__ KvRowSource lookup(const MTile& t, int n) const {
-    const bool one = one_warp_tile(t, n);
-    const int row = one ? lane * a.kv_tma.box_rows : warp * kKvRowsPerWarp + lane;
-    const bool mine = one ? warp == 0 && row < kBlockN : lane < kKvRowsPerWarp;
-    return mine ? source(t, n * kBlockN + row) : KvRowSource{};
-  }
-
-  // Where key `key` of the tile's row lives; none for keys no row sees (also key >= kv_len).
-  __device__ __forceinline__ KvRowSource source(const MTile& t, int key) const {
     const prefill_tc::KernelArgs& k = a.k;
     KvRowSource src;
-    if (key >= t.ranges.any.hi) return src;
+    const int key = n * kBlockN + warp * kKvRowsPerWarp + lane;
+    // No row sees it (also covers key >= kv_len), or a lane past the warp's slice.
+    if (key >= t.ranges.any.hi || lane >= kKvRowsPerWarp) return src;
     if (k.paged) {
       const uint32_t page = k.page_div.div(uint32_t(key));
       src.unit = t.g.pages[page];
@@ -205,58 +186,15 @@ struct Producer {
     return true;
   }
 
-  // A whole K/V tile by TMA from warp 0 (one_warp_tile): lane j < boxes x column blocks
-  // issues box j / kColBlocks's column block j % kColBlocks, its first row's coordinate from
-  // lane j / kColBlocks (lookup). Lane 0 announces the tile's bytes and arrives for all the
-  // producer threads, so the full barrier's phase counts as it does for four warps' slices.
-  __device__ __forceinline__ void load_tile_tma(const MTile& t, const KvRowSource& src,
-                                                const KvTmaMap& m, uint32_t full,
-                                                uint32_t tile) const {
-    const int box_rows = a.kv_tma.box_rows;
-    const int box = lane / Cfg::kColBlocks;
-    const int col_block = lane % Cfg::kColBlocks;
-    const int64_t coord = int64_t(src.unit) * m.unit_tokens + src.slot;  // fits: one_warp
-    const int token = __shfl_sync(0xffffffffu, int(coord), box & 31);
-    if (lane == 0) {
-      sm90::mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kKvBytes));
-      sm90::mbarrier_arrive_count(full, kProducerThreads - 1);
-    }
-    __syncwarp();  // the bytes are announced before any of them can land
-    if (box * box_rows < kBlockN) {
-      const uint32_t dst = tile + uint32_t((col_block * kBlockN + box * box_rows) * kSwizzleRowBytes);
-      const int c1 = m.token_dim == 1 ? token : t.kv_head;
-      const int c2 = m.token_dim == 1 ? t.kv_head : token;
-      sm90::tma_load_3d(dst, &m.map, full, col_block * (kSwizzleRowBytes / Cfg::kElemBytes), c1,
-                        c2);
-    }
-  }
-
-  // One K or V tile n into its ring's next stage (`tile`, its shared address): wait until
-  // the stage is free, copy, mark it full. `pages` and the strides: k.p.k or k.p.v and theirs.
+  // One K or V tile into its ring's next stage (`tile`, its shared address): wait until the
+  // stage is free, copy, mark it full. `pages` and the strides: k.p.k or k.p.v and theirs.
   template <int kStages>
-  __device__ __forceinline__ void load_kv(const MTile& t, int n, const KvRowSource& src,
+  __device__ __forceinline__ void load_kv(const MTile& t, const KvRowSource& src,
                                           Ring<kStages>& ring, uint32_t full, uint32_t empty,
                                           uint32_t tile, const void* pages, int64_t stride_unit,
                                           int64_t stride_token, int64_t stride_head,
                                           const KvTmaMap& map) const {
-    if (one_warp_tile(t, n)) {
-      // Warps 1-3 neither wait nor arrive: the stage's use still counts in their rings.
-      if (warp == 0) {
-        ring.wait_empty(empty);
-        load_tile_tma(t, src, map, ring.bar(full), tile);
-      }
-      ring.advance();
-      return;
-    }
-    if (!kPairs && a.kv_tma.one_warp) {
-      // Warps 1-3 skipped the waits of one-warp tiles, so a phase parity no longer tells
-      // them this use of the stage from the one two uses back: warp 0, which waited at
-      // every use, waits, and they wait for warp 0.
-      if (warp == 0) ring.wait_empty(empty);
-      sm90::named_sync(kProducerBarrier, kProducerThreads);
-    } else {
-      ring.wait_empty(empty);  // with kPairs, the peer's consumers have released it too
-    }
+    ring.wait_empty(empty);  // with kPairs, the peer's consumers have released it too
     if (a.ablate & 2) {
       sm90::mbarrier_arrive(ring.bar(full));
     } else if (!load_slice_tma(t, src, map, ring.bar(full), tile)) {
@@ -269,16 +207,16 @@ struct Producer {
     }
     ring.advance();
   }
-  __device__ __forceinline__ void load_k(const MTile& t, int n, const KvRowSource& src,
+  __device__ __forceinline__ void load_k(const MTile& t, const KvRowSource& src,
                                          Ring<Cfg::kKStages>& ring) const {
     const prefill_tc::KernelArgs& k = a.k;
-    load_kv(t, n, src, ring, s.k_full, s.k_empty, s.k_tile(ring.stage), k.p.k, k.p.k_stride_unit,
+    load_kv(t, src, ring, s.k_full, s.k_empty, s.k_tile(ring.stage), k.p.k, k.p.k_stride_unit,
             k.p.k_stride_token, k.p.k_stride_head, a.kv_tma.k);
   }
-  __device__ __forceinline__ void load_v(const MTile& t, int n, const KvRowSource& src,
+  __device__ __forceinline__ void load_v(const MTile& t, const KvRowSource& src,
                                          Ring<Cfg::kVStages>& ring) const {
     const prefill_tc::KernelArgs& k = a.k;
-    load_kv(t, n, src, ring, s.v_full, s.v_empty, s.v_tile(ring.stage), k.p.v, k.p.v_stride_unit,
+    load_kv(t, src, ring, s.v_full, s.v_empty, s.v_tile(ring.stage), k.p.v, k.p.v_stride_unit,
             k.p.v_stride_token, k.p.v_stride_head, a.kv_tma.v);
   }
 
@@ -331,15 +269,15 @@ struct Producer {
       int n = t.n_end - 1;
       KvRowSource cur = lookup(t, n);
       KvRowSource next = n > t.n_begin ? lookup(t, n - 1) : KvRowSource{};
-      load_k(t, n, cur, k_ring);
+      load_k(t, cur, k_ring);
       for (--n; n >= t.n_begin; --n) {
         const KvRowSource prev = cur;
         cur = next;
         if (n > t.n_begin) next = lookup(t, n - 1);
-        load_v(t, n + 1, prev, v_ring);
-        load_k(t, n, cur, k_ring);
+        load_v(t, prev, v_ring);
+        load_k(t, cur, k_ring);
       }
-      load_v(t, t.n_begin, cur, v_ring);
+      load_v(t, cur, v_ring);
     }
     q_ring.wait_empty(s.q_empty);
     publish(MTile{}, TileSlot::kDone, q_ring);

@@ -98,15 +98,6 @@ __device__ __forceinline__ void bulk_wait_all() {
 #endif
 }
 
-// `count` arrivals at once (release), for the threads of a phase that have nothing of their
-// own to wait for (producer.cuh, load_tile_tma).
-__device__ __forceinline__ void mbarrier_arrive_count(uint32_t bar, uint32_t count) {
-#if defined(FP_HOPPER_DEVICE)
-  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count)
-               : "memory");
-#endif
-}
-
 // ---- named barriers (ids 1..15; 0 is __syncthreads) ---------------------------------------
 
 __device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads) {
