@@ -22,14 +22,8 @@
 
 namespace flashpage::cuda::prefill_hopper {
 
-#ifndef FLASHPAGE_PREFILL_PRODUCER_REGS
-// The split (a compile experiment may move it: bench/experiments.sh, regs40; session 32
-// measured 72 / 216 ~3% slower than this one).
-#define FLASHPAGE_PREFILL_PRODUCER_REGS 56
-#define FLASHPAGE_PREFILL_CONSUMER_REGS 224
-#endif
-constexpr int kProducerRegs = FLASHPAGE_PREFILL_PRODUCER_REGS;
-constexpr int kConsumerRegs = FLASHPAGE_PREFILL_CONSUMER_REGS;
+constexpr int kProducerRegs = 56;
+constexpr int kConsumerRegs = 224;
 constexpr int kRegsPerThreadAtLaunch = 168;
 static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 384 * kRegsPerThreadAtLaunch);
 
