@@ -107,8 +107,6 @@ struct Epilogue {
 #endif
     __syncwarp();
     const int sub_row = lane / Cfg::kChunks, chunk = lane % Cfg::kChunks;
-    [[maybe_unused]] uint64_t policy = 0;
-    if constexpr (FLASHPAGE_PREFILL_L2_HINTS >= 1) policy = sm90::l2_policy<false>();
 #pragma unroll
     for (int pass = 0; pass < kWarpRows / kWarpRowsPerPass; ++pass) {
       const int row_in_warp = pass * kWarpRowsPerPass + sub_row;
@@ -118,10 +116,7 @@ struct Epilogue {
       const int r = warp_row0 + row_in_warp;
       const uint4 value =
           *reinterpret_cast<const uint4*>(staging + tile_chunk_offset(r, chunk, Cfg::kBlockM));
-      if constexpr (FLASHPAGE_PREFILL_L2_HINTS >= 1)
-        sm90::st_global_16_hint(dst + chunk * (kChunkBytes / Cfg::kElemBytes), value, policy);
-      else
-        *reinterpret_cast<uint4*>(dst + chunk * (kChunkBytes / Cfg::kElemBytes)) = value;
+      *reinterpret_cast<uint4*>(dst + chunk * (kChunkBytes / Cfg::kElemBytes)) = value;
     }
   }
 

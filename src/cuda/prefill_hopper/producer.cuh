@@ -35,8 +35,7 @@ namespace flashpage::cuda::prefill_hopper {
 // shuffles one pointer and picks the zero-fill size once; per 16-byte chunk it adds constants:
 // row0 & 7 == 0, so the swizzle of row row0 + 4 * pass + sub_row depends only on the pass's
 // parity and the lane, and is computed once.
-// kStreamed: with an evict_first hint (FLASHPAGE_PREFILL_L2_HINTS).
-template <class T, int kHeadDim, int kRows, bool kStreamed = false>
+template <class T, int kHeadDim, int kRows>
 __device__ __forceinline__ void copy_warp_rows(uint32_t tile, int tile_rows, int row0,
                                                const char* lane_row, const char* fallback,
                                                int lane) {
@@ -50,8 +49,6 @@ __device__ __forceinline__ void copy_warp_rows(uint32_t tile, int tile_rows, int
   const uint32_t swizzle[2] = {uint32_t((lane_chunk ^ sub_row) << 4),
                                uint32_t((lane_chunk ^ (sub_row + kRowsPerPass)) << 4)};
   const uint32_t col_block_bytes = uint32_t(tile_rows * kSwizzleRowBytes);
-  [[maybe_unused]] uint64_t policy = 0;
-  if constexpr (kStreamed) policy = sm90::l2_policy<false>();
 #pragma unroll
   for (int pass = 0; pass < kRows / kRowsPerPass; ++pass) {
     const char* row = reinterpret_cast<const char*>(
@@ -60,14 +57,8 @@ __device__ __forceinline__ void copy_warp_rows(uint32_t tile, int tile_rows, int
     const char* src = (valid ? row : fallback) + lane_chunk * kChunkBytes;
     const uint32_t dst = lane_base + uint32_t(pass * kRowsPerPass * kSwizzleRowBytes) + swizzle[pass & 1];
 #pragma unroll
-    for (int cc = 0; cc < kChunksPerLane; ++cc) {
-      if constexpr (kStreamed)
-        sm90::cp_async_16_hint(dst + uint32_t(cc) * col_block_bytes,
-                               src + cc * kLanesPerRow * kChunkBytes, valid, policy);
-      else
-        sm90::cp_async_16(dst + uint32_t(cc) * col_block_bytes,
-                          src + cc * kLanesPerRow * kChunkBytes, valid);
-    }
+    for (int cc = 0; cc < kChunksPerLane; ++cc)
+      sm90::cp_async_16(dst + uint32_t(cc) * col_block_bytes, src + cc * kLanesPerRow * kChunkBytes, valid);
   }
 }
 
@@ -150,8 +141,7 @@ struct Producer {
                                      k.p.q_stride_token, k.p.q_stride_head);
     }
     const T* q = static_cast<const T*>(k.p.q);
-    copy_warp_rows<T, kHeadDim, kQRowsPerWarp, (FLASHPAGE_PREFILL_L2_HINTS >= 1)>(
-        tile, Cfg::kBlockM, warp * kQRowsPerWarp,
+    copy_warp_rows<T, kHeadDim, kQRowsPerWarp>(tile, Cfg::kBlockM, warp * kQRowsPerWarp,
                                                row_address(q, off),
                                                reinterpret_cast<const char*>(q), lane);
   }
@@ -189,8 +179,6 @@ struct Producer {
         // blocks; the other block's warp announced the same bytes on its own barrier above.
         if (warp / (kProducerWarps / 2) == int(sm90::cluster_ctarank()))
           sm90::tma_load_3d_multicast(dst, &m.map, full, c0, c1, c2, 0x3);
-      } else if constexpr (FLASHPAGE_PREFILL_L2_HINTS >= 2) {
-        sm90::tma_load_3d_hint(dst, &m.map, full, c0, c1, c2, sm90::l2_policy<true>());
       } else {
         sm90::tma_load_3d(dst, &m.map, full, c0, c1, c2);
       }

@@ -44,60 +44,6 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
 #endif
 }
 
-#ifndef FLASHPAGE_PREFILL_L2_HINTS
-// L2 eviction hints, a compile experiment (bench/experiments.sh, l2q and l2qkv; bench/NOTES.md,
-// session 32): 1 loads Q and stores O with evict_first (each is touched once), 2 also loads
-// K/V by TMA with evict_last (a row's M tiles re-read them); 0 (the default): no hints.
-#define FLASHPAGE_PREFILL_L2_HINTS 0
-#endif
-
-// The same with an L2 cache-policy hint (createpolicy: l2_policy below); the
-// FLASHPAGE_PREFILL_L2_HINTS experiment's Q loads.
-__device__ __forceinline__ void cp_async_16_hint(uint32_t dst, const void* src, bool valid,
-                                                 uint64_t policy) {
-#if defined(FP_HOPPER_DEVICE)
-  const uint32_t src_bytes = valid ? 16u : 0u;
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(dst),
-               "l"(src), "r"(src_bytes), "l"(policy)
-               : "memory");
-#endif
-}
-
-// A 16-byte global store with an L2 cache-policy hint (the experiment's O stores).
-__device__ __forceinline__ void st_global_16_hint(void* dst, const uint4& v, uint64_t policy) {
-#if defined(FP_HOPPER_DEVICE)
-  asm volatile("st.global.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;\n" ::"l"(dst),
-               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy)
-               : "memory");
-#endif
-}
-
-// TMA load of one 3-D box (ptx::tma_load_3d) with an L2 cache-policy hint.
-__device__ __forceinline__ void tma_load_3d_hint(uint32_t dst, const void* map, uint32_t bar,
-                                                 int c0, int c1, int c2, uint64_t policy) {
-#if defined(FP_HOPPER_DEVICE)
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-      ".L2::cache_hint [%0], [%1, {%3, %4, %5}], [%2], %6;\n" ::"r"(dst),
-      "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "l"(policy)
-      : "memory");
-#endif
-}
-
-// L2 policies for whole accesses: kEvictLast true keeps the lines ahead of normal ones,
-// false lets them go first.
-template <bool kEvictLast>
-__device__ __forceinline__ uint64_t l2_policy() {
-  uint64_t policy = 0;
-#if defined(FP_HOPPER_DEVICE)
-  if constexpr (kEvictLast)
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
-  else
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-#endif
-  return policy;
-}
-
 // The barrier receives one arrival once all of this thread's earlier cp.async have landed.
 // .noinc: that arrival counts against the barrier's expected count (it is initialised with
 // the number of copying threads), rather than being balanced by an extra pending count.
