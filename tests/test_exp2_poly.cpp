@@ -4,7 +4,9 @@
 // multiply-adds, integer bit moves), so this covers its arithmetic on any machine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
 

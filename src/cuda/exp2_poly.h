@@ -5,14 +5,17 @@
 // Why: MUFU computes 16 exponentials per clock per SM, the FMA pipe 128 multiply-adds. At
 // head_dim 64 the exponentials of a 128-key S tile keep MUFU busy as long as the tile's two
 // GEMMs keep the tensor cores, so the prefill can move a share of them here (FlashAttention-4
-// does the same on Blackwell; bench/NOTES.md, session 32). The coefficients are this file's
-// own: minimax fits of the relative error on [-0.5, 0.5] with p(0) = 1 (so 2^0 is exact),
-// by a Remez exchange in mpmath, rounded to f32:
+// does the same on Blackwell). Measured on an H100 (bench/NOTES.md, session 32): ~10 per
+// clock and SM alone, 1.3x MUFU's rate mixed 1:3 with it (bench/exp2_bench), but the prefill
+// at head_dim 64 ran 1-7% slower with it, so only the poly* experiments use it.
+//
+// The coefficients are this file's own: minimax fits of the relative error on [-0.5, 0.5]
+// with p(0) = 1 (so 2^0 is exact), by a Remez exchange in mpmath, rounded to f32:
 //   degree 3: max relative error 4.3e-4 (below bf16's half ulp, 2^-9)
 //   degree 4: max relative error 5.4e-6 (below f16's, 2^-11)
 //
-// Domain: x <= 64. -inf and x below -127 give +0 (or a denormal just above it, which every
-// consumer here flushes or ignores), as ex2.approx.ftz does.
+// Domain: x <= 64. -inf gives +0 and x below -126 a denormal or +0 (which every consumer
+// here flushes or ignores), as ex2.approx.ftz gives +0.
 //
 // Host and device: the host build runs the same IEEE f32 operations (no contraction under
 // -std=c++20), so tests/test_exp2_poly.cpp checks the error bounds on any machine.
@@ -81,10 +84,10 @@ FP_EXP2_POLY_HD float exp2_poly(float x) {
         f, 1.0f);
   }
   // p is in [0.70, 1.42] (exponent field 126 or 127). t's bits shifted left by 23 are k << 23
-  // (kRound's own bits vanish: their low 9 bits are zero), so the sum scales p by 2^k; for
-  // k <= -127 it goes negative or into the denormals, and the max turns negatives into +0.
-  const int bits = int(bits_of(p) + (bits_of(t) << 23));
-  return exp2_poly_detail::float_of(unsigned(bits > 0 ? bits : 0));
+  // (kRound's own bits vanish: their low 9 bits are zero), so the sum scales p by 2^k. The
+  // clamp keeps k >= -127, and k = -127 only with f >= 0 (p >= 1, field 127): the field never
+  // goes below 0, and the smallest results are denormals or +0.
+  return exp2_poly_detail::float_of(bits_of(p) + (bits_of(t) << 23));
 }
 
 }  // namespace flashpage::cuda

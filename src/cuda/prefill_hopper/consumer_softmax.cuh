@@ -30,7 +30,8 @@
 // the FMA-pipe polynomial (exp2_poly.h) instead of MUFU, at head_dim 64 only. 0 (the default):
 // none. A compile experiment (bench/experiments.sh, poly*; bench/NOTES.md, session 32): at
 // head_dim 64 MUFU needs as many cycles per S tile as the tensor cores (16 exponentials per
-// clock and SM against the two GEMMs' 4096 FLOP per clock).
+// clock and SM against the two GEMMs' 4096 FLOP per clock). Measured 1-7% slower on an H100:
+// head_dim 64 waits on latency, not on MUFU's rate.
 #define FLASHPAGE_PREFILL_EXP_POLY 0
 #endif
 
