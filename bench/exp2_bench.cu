@@ -18,8 +18,12 @@
 #include <cstdlib>
 
 #include "cuda/exp2_poly.h"
+#include "cuda/prefill_tc/online_softmax.cuh"  // fast_exp2: the kernels' MUFU.EX2
 
 namespace {
+
+using flashpage::cuda::exp2_poly;
+using flashpage::cuda::prefill_tc::fast_exp2;
 
 constexpr int kThreads = 512;
 constexpr int kChains = 8;
@@ -31,11 +35,6 @@ const char* const kNames[kMethods] = {"MUFU f32", "MUFU f16x2", "MUFU bf16x2",
                                       "3 MUFU : 1 poly3"};
 constexpr int kExpsPerStep[kMethods] = {1, 2, 2, 1, 1, 1};
 
-__device__ __forceinline__ float mufu_exp2(float x) {
-  float y;
-  asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 __device__ __forceinline__ uint32_t mufu_exp2_f16x2(uint32_t x) {
   uint32_t y;
   asm volatile("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x));
@@ -69,14 +68,14 @@ __global__ void __launch_bounds__(kThreads, 1) exp2_loop(float* out, long long* 
 #pragma unroll
     for (int c = 0; c < kChains; ++c) {
       if constexpr (kMethod == kMufuF32) {
-        y[c] = mufu_exp2(fmaf(y[c], -1.0f, -0.5f));
+        y[c] = fast_exp2(fmaf(y[c], -1.0f, -0.5f));
       } else if constexpr (kMethod == kPoly3) {
-        y[c] = flashpage::cuda::exp2_poly<3>(fmaf(y[c], -1.0f, -0.5f));
+        y[c] = exp2_poly<3>(fmaf(y[c], -1.0f, -0.5f));
       } else if constexpr (kMethod == kPoly4) {
-        y[c] = flashpage::cuda::exp2_poly<4>(fmaf(y[c], -1.0f, -0.5f));
+        y[c] = exp2_poly<4>(fmaf(y[c], -1.0f, -0.5f));
       } else if constexpr (kMethod == kMixed3to1) {
         const float x = fmaf(y[c], -1.0f, -0.5f);
-        y[c] = c % 4 == 3 ? flashpage::cuda::exp2_poly<3>(x) : mufu_exp2(x);
+        y[c] = c % 4 == 3 ? exp2_poly<3>(x) : fast_exp2(x);
       } else if constexpr (kMethod == kMufuF16x2) {
         const __half2 x = __hfma2(*reinterpret_cast<const __half2*>(&h[c]), __float2half2_rn(-1.0f),
                                   __float2half2_rn(-0.5f));

@@ -18,8 +18,8 @@
 // here flushes or ignores), as ex2.approx.ftz gives +0.
 //
 // Host and device: the host build runs the same IEEE f32 operations (no contraction under
-// -std=c++20), so tests/test_exp2_poly.cpp checks the error bounds on any machine.
-#include <bit>
+// -std=c++20; the two adds have no product nvcc could fuse them with), so
+// tests/test_exp2_poly.cpp checks the error bounds on any machine.
 #include <cmath>
 
 #if defined(__CUDACC__)
@@ -30,51 +30,16 @@
 
 namespace flashpage::cuda {
 
-namespace exp2_poly_detail {
-// Round-to-nearest adds that nvcc may not fuse into a multiply-add.
-FP_EXP2_POLY_HD float add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-FP_EXP2_POLY_HD float sub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-FP_EXP2_POLY_HD unsigned bits_of(float a) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(a);
-#else
-  return std::bit_cast<unsigned>(a);
-#endif
-}
-FP_EXP2_POLY_HD float float_of(unsigned a) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(a);
-#else
-  return std::bit_cast<float>(a);
-#endif
-}
-}  // namespace exp2_poly_detail
-
 template <int kDegree>
 FP_EXP2_POLY_HD float exp2_poly(float x) {
-  using exp2_poly_detail::add;
-  using exp2_poly_detail::sub;
-  using exp2_poly_detail::bits_of;
   static_assert(kDegree == 3 || kDegree == 4, "exp2_poly: degree 3 or 4");
   // x + 1.5 * 2^23 has ulp 1: its low mantissa bits hold round(x) (ties to even), as
   // kRound's bits + k.
   constexpr float kRound = 12582912.0f;
   // -inf -> -127: round(x) = -127 and f = 0, so p = 1 and the bits below come out 0 exactly.
   x = fmaxf(x, -127.0f);
-  const float t = add(x, kRound);
-  const float f = sub(x, sub(t, kRound));
+  const float t = x + kRound;
+  const float f = x - (t - kRound);
   float p;
   if constexpr (kDegree == 3) {
     p = fmaf(fmaf(fmaf(0.0416987501f, f, 0.242030516f), f, 0.695766807f), f, 1.0f);
@@ -87,7 +52,8 @@ FP_EXP2_POLY_HD float exp2_poly(float x) {
   // (kRound's own bits vanish: their low 9 bits are zero), so the sum scales p by 2^k. The
   // clamp keeps k >= -127, and k = -127 only with f >= 0 (p >= 1, field 127): the field never
   // goes below 0, and the smallest results are denormals or +0.
-  return exp2_poly_detail::float_of(bits_of(p) + (bits_of(t) << 23));
+  return __builtin_bit_cast(float, __builtin_bit_cast(unsigned, p) +
+                                       (__builtin_bit_cast(unsigned, t) << 23));
 }
 
 }  // namespace flashpage::cuda
