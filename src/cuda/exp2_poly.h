@@ -5,7 +5,7 @@
 // Why: MUFU computes 16 exponentials per clock per SM, the FMA pipe 128 multiply-adds. At
 // head_dim 64 the exponentials of a 128-key S tile keep MUFU busy as long as the tile's two
 // GEMMs keep the tensor cores, so the prefill can move a share of them here (FlashAttention-4
-// does the same on Blackwell). Measured on an H100 (bench/NOTES.md, session 32): ~10 per
+// does the same on Blackwell). Measured on an H100 (bench/NOTES.md, session 32): 13 per
 // clock and SM alone, 1.3x MUFU's rate mixed 1:3 with it (bench/exp2_bench), but the prefill
 // at head_dim 64 ran 1-7% slower with it, so only the poly* experiments use it.
 //
