@@ -30,7 +30,9 @@
 
 namespace flashpage::cuda::prefill_hopper {
 
-constexpr uint32_t kSchedulerBarrier = 1;  // + consumer warpgroup (ids 1, 2)
+constexpr uint32_t kSchedulerBarrier = 1;  // + consumer warpgroup (ids 1, 2; 3 with three)
+// Each turn barrier joins the warpgroup waiting for its turn and the one passing it on.
+constexpr uint32_t kTurnBarrierThreads = 256;
 
 #ifndef FLASHPAGE_PREFILL_LATE_EPILOGUE
 #define FLASHPAGE_PREFILL_LATE_EPILOGUE 0  // Consumer::kLateEpilogue
@@ -128,11 +130,13 @@ struct Consumer {
     return mask_logits<kKeyTiles>(acc, a.k, rk, key0, lane);
   }
 
+  // The turn goes round the math warpgroups: 0, 1, (2,) 0, ...
   __device__ __forceinline__ void sched_wait() const {
-    if (a.pingpong) sm90::named_sync(kSchedulerBarrier + wg, kConsumerThreads);
+    if (a.pingpong) sm90::named_sync(kSchedulerBarrier + wg, kTurnBarrierThreads);
   }
   __device__ __forceinline__ void sched_pass() const {
-    if (a.pingpong) sm90::named_arrive(kSchedulerBarrier + (1 - wg), kConsumerThreads);
+    const int next = Cfg::kConsumerWarpgroups == 2 ? 1 - wg : wg == 2 ? 0 : wg + 1;
+    if (a.pingpong) sm90::named_arrive(kSchedulerBarrier + next, kTurnBarrierThreads);
   }
 
   // ---- the sequence of M tiles --------------------------------------------------------------
@@ -294,7 +298,7 @@ struct Consumer {
   __device__ __forceinline__ void run() const {
     // Warpgroup 0 issues first: the pending arrival on its own barrier lets its first
     // sched_wait pass (afterwards each warpgroup passes the turn once per overlapped step).
-    if (wg == 0 && a.pingpong) sm90::named_arrive(kSchedulerBarrier, kConsumerThreads);
+    if (wg == 0 && a.pingpong) sm90::named_arrive(kSchedulerBarrier, kTurnBarrierThreads);
     Rings r;
     TileSoftmax softmax;
     float o[kDimTiles][4];

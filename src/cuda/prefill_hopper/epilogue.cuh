@@ -24,7 +24,10 @@
 
 namespace flashpage::cuda::prefill_hopper {
 
-constexpr uint32_t kEpilogueBarrier = 3;  // + consumer warpgroup (ids 3, 4)
+// + consumer warpgroup: ids 3, 4 (4-6 with three math warpgroups), after the turn barriers
+// (consumer_mainloop.cuh).
+template <int kMathWarpgroups>
+constexpr uint32_t kEpilogueBarrier = 1 + kMathWarpgroups;
 
 template <class T, int kHeadDim>
 struct Epilogue {
@@ -33,13 +36,15 @@ struct Epilogue {
 
   const prefill_tc::KernelArgs& k;
   uint8_t* staging;
-  int wg, t;  // consumer warpgroup (0, 1) and thread in it
+  int wg, t;  // consumer warpgroup (0 ..) and thread in it
   bool stores = true;  // false: O is staged but not stored (HopperArgs::ablate bit 2)
 #if FLASHPAGE_PREFILL_O_TMA
   const OTma* o_tma = nullptr;  // the experiment's map; null or box_tokens 0: thread stores
 #endif
 
-  __device__ __forceinline__ void sync() const { sm90::named_sync(kEpilogueBarrier + wg, 128); }
+  __device__ __forceinline__ void sync() const {
+    sm90::named_sync(kEpilogueBarrier<Cfg::kConsumerWarpgroups> + wg, 128);
+  }
 
   // Row r of the tile -> its output row pointer (chunk 0).
   __device__ __forceinline__ T* out_row(const MTile& tile, int r) const {

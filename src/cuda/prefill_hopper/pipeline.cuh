@@ -21,7 +21,6 @@
 namespace flashpage::cuda::prefill_hopper {
 
 constexpr uint32_t kProducerThreads = 128;
-constexpr uint32_t kConsumerThreads = 256;
 constexpr uint32_t kBarrierBytes = 8;
 
 template <int kStages>
@@ -90,6 +89,7 @@ struct SmemPlan {
   // multicast to both blocks of a cluster, and each consumer warp of the peer block also
   // arrives once on this block's K/V "empty" barriers (Consumer::release_kv).
   __device__ __forceinline__ void init_barriers(bool cluster = false) const {
+    constexpr uint32_t kConsumerThreads = Cfg::kConsumerThreads;
     const uint32_t kv_releases = kConsumerThreads + (cluster ? kConsumerThreads / 32 : 0u);
     for (int i = 0; i < Cfg::kQStages; ++i) {
       // + 1: the producer thread that wrote the stage's tile slot arrives once more.

@@ -152,9 +152,10 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   g_last_ran_pairs = false;
   if (!prefill_hopper_covers(p)) return false;
   using prefill_hopper::HopperArgs;
-  constexpr int kBlockM = prefill_hopper::kMTileRows;  // every head_dim's M tile
-  constexpr int kRange = prefill_hopper::kQueryTileTokens;  // query tokens per range
-  static_assert(kRange == prefill_hopper::kRangeTokens, "fold_model.h models these ranges");
+  // The M tile's rows, which are also the query tokens of a range without a work list
+  // (scheduler.cuh).
+  const int block_m = prefill_hopper::m_tile_rows(p.head_dim);
+  const int range_tokens = block_m;
 
   HopperArgs a;
   a.ablate = hopper_knobs().ablate;
@@ -172,24 +173,25 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   k.group = p.num_qo_heads / p.num_kv_heads;
 
   if (p.work_ints != nullptr) {
-    a.item_subtiles = int((int64_t(p.work_tile_tokens) * k.group + kBlockM - 1) / kBlockM);
+    a.item_subtiles = int((int64_t(p.work_tile_tokens) * k.group + block_m - 1) / block_m);
     a.subtiles = 2 * a.item_subtiles;
     a.units = (int64_t(p.num_work_host) + 1) / 2;  // item pairs
   } else {
-    a.subtiles = int((int64_t(kRange) * k.group + kBlockM - 1) / kBlockM);
+    a.subtiles = int((int64_t(range_tokens) * k.group + block_m - 1) / block_m);
     if (p.max_qo_len >= 0) {
-      a.tiles_per_row = int((int64_t(p.max_qo_len) + kRange - 1) / kRange);
+      a.tiles_per_row = int((int64_t(p.max_qo_len) + range_tokens - 1) / range_tokens);
       a.units = int64_t(a.tiles_per_row) * p.batch_size;  // query ranges
     }  // else the kernel finds the longest row (HopperArgs::rows_from_indptr)
   }
   a.num_virtual = a.units * p.num_kv_heads * a.subtiles;
   // Virtual tiles that can hold rows, which is what can keep a block busy: all of them, or,
-  // when the kernel sizes the schedule itself, at most sum_b ceil(len_b / 128) <=
-  // ceil(Nq / 128) + B query ranges' worth.
+  // when the kernel sizes the schedule itself, at most sum_b ceil(len_b / range_tokens) <=
+  // ceil(Nq / range_tokens) + B query ranges' worth.
   int64_t busy_tiles = a.num_virtual;
   if (a.rows_from_indptr()) {
-    const int64_t ranges =
-        p.num_qo_tokens > 0 ? (p.num_qo_tokens + kRange - 1) / kRange + p.batch_size : 0;
+    const int64_t ranges = p.num_qo_tokens > 0
+                               ? (p.num_qo_tokens + range_tokens - 1) / range_tokens + p.batch_size
+                               : 0;
     busy_tiles = ranges * p.num_kv_heads * a.subtiles;
   }
   if (busy_tiles <= 0) return true;  // no query rows: nothing to write
@@ -208,7 +210,8 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   // median, 16/16/256 64x512 +23-25%, over a cache +4-12%, 8x2048 +2-7% (bench/NOTES.md).
   // The host sizes them by the mean row where only the device knows the longest.
   const bool row_major_causal = p.causal && (p.work_ints != nullptr || a.row_major);
-  const int64_t units = a.units > 0 ? a.units : (p.num_qo_tokens + kRange - 1) / kRange;
+  const int64_t units =
+      a.units > 0 ? a.units : (p.num_qo_tokens + range_tokens - 1) / range_tokens;
   const bool row_major_folds =
       row_major_causal && hopper_knobs().fold && prefill_hopper::folds_at(busy_tiles, grid);
   const bool banded =
@@ -228,7 +231,8 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
     m.batch = p.batch_size;
     m.qo_len = p.max_qo_len >= 0 ? p.max_qo_len : (p.num_qo_tokens + p.batch_size - 1) / p.batch_size;
     m.kv_len = p.kv_tokens > 0 ? (p.kv_tokens + p.batch_size - 1) / p.batch_size : m.qo_len;
-    m.tiles_per_row = (m.qo_len + kRange - 1) / kRange;
+    m.range_tokens = range_tokens;
+    m.tiles_per_row = (m.qo_len + range_tokens - 1) / range_tokens;
     m.kv_heads = p.num_kv_heads;
     m.head_band = a.head_band;
     m.subtiles = a.subtiles;
@@ -264,7 +268,7 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
                             : p.max_qo_len >= 0 ? int64_t(p.max_qo_len) * p.batch_size
                                                 : int64_t(p.num_qo_tokens);
     const int64_t mean_len = queries / std::max(p.batch_size, 1);
-    const int64_t ranges = (mean_len + kRange - 1) / kRange;
+    const int64_t ranges = (mean_len + range_tokens - 1) / range_tokens;
     const bool pairs_fit = list ? a.item_subtiles % 2 == 0 && k.group % 2 == 0
                                 : a.subtiles % 2 == 0 || (a.subtiles == 1 && a.row_major);
     const bool few_ghosts =

@@ -105,7 +105,8 @@ struct Producer {
   // One slice per warp: four producer warps cover a Q or K/V tile.
   static constexpr int kQRowsPerWarp = Cfg::kBlockM / kProducerWarps;
   static constexpr int kKvRowsPerWarp = Cfg::kKvSliceRows;
-  static_assert(kQRowsPerWarp == 32 && (kKvRowsPerWarp == 32 || kKvRowsPerWarp == 16));
+  static_assert((kQRowsPerWarp == 32 || kQRowsPerWarp == 48) &&
+                (kKvRowsPerWarp == 32 || kKvRowsPerWarp == 16));
 
   const HopperArgs& a;
   const SmemPlan<kHeadDim>& s;
@@ -130,20 +131,26 @@ struct Producer {
     return src;
   }
 
+  // The warp's Q rows, at most 32 per copy (one row address per lane).
   __device__ __forceinline__ void load_q(const MTile& t, uint32_t tile) const {
+    load_q_rows<kQRowsPerWarp < 32 ? kQRowsPerWarp : 32>(t, tile, warp * kQRowsPerWarp);
+    if constexpr (kQRowsPerWarp > 32)
+      load_q_rows<kQRowsPerWarp - 32>(t, tile, warp * kQRowsPerWarp + 32);
+  }
+  template <int kRows>
+  __device__ __forceinline__ void load_q_rows(const MTile& t, uint32_t tile, int row0) const {
     const prefill_tc::KernelArgs& k = a.k;
-    const int r = warp * kQRowsPerWarp + lane;
+    const int r = row0 + lane;
     int64_t off = -1;
-    if (r < t.rows.count) {
+    if ((kRows == 32 || lane < kRows) && r < t.rows.count) {
       int i, head;
       t.rows.locate(r, i, head);
       off = prefill_tc::token_offset(t.b, t.g.qo_start, i, head, k.p.q_stride_batch,
                                      k.p.q_stride_token, k.p.q_stride_head);
     }
     const T* q = static_cast<const T*>(k.p.q);
-    copy_warp_rows<T, kHeadDim, kQRowsPerWarp>(tile, Cfg::kBlockM, warp * kQRowsPerWarp,
-                                               row_address(q, off),
-                                               reinterpret_cast<const char*>(q), lane);
+    copy_warp_rows<T, kHeadDim, kRows>(tile, Cfg::kBlockM, row0, row_address(q, off),
+                                       reinterpret_cast<const char*>(q), lane);
   }
 
   // The warp's slice of a K/V tile by TMA (kv_tma.h), when every row of it is a key (src of
@@ -233,6 +240,7 @@ struct Producer {
       slot.tile = t;
       slot.wg_all[0] = warpgroup_all_keys(a.k, t, 0);
       slot.wg_all[1] = warpgroup_all_keys(a.k, t, 1);
+      if constexpr (Cfg::kConsumerWarpgroups == 3) slot.wg_all[2] = warpgroup_all_keys(a.k, t, 2);
       slot.state = state;
       sm90::mbarrier_arrive(full);  // release: the slot is visible to whoever sees the phase
     }
@@ -249,15 +257,15 @@ struct Producer {
     Ring<Cfg::kQStages> q_ring;
     Ring<Cfg::kKStages> k_ring;
     Ring<Cfg::kVStages> v_ring;
-    const Schedule sched = schedule<kPairs>(a, lane);
+    const Schedule sched = schedule<Cfg::kBlockM, kPairs>(a, lane);
     for (int64_t vt = -1;;) {
       MTile t;
       if constexpr (kPairs) {
         if (!next_pair(sched, vt)) break;
-        if (!cluster_pair<kBlockN>(a, sched, vt, int(sm90::cluster_ctarank()), t)) continue;
+        if (!cluster_pair<Cfg::kBlockM, kBlockN>(a, sched, vt, int(sm90::cluster_ctarank()), t)) continue;
       } else {
         if (!next_tile(sched, vt)) break;
-        if (!resolve_m_tile<kBlockN>(a, sched, vt, t)) continue;
+        if (!resolve_m_tile<Cfg::kBlockM, kBlockN>(a, sched, vt, t)) continue;
       }
       const bool empty = t.n_end <= t.n_begin;
       q_ring.wait_empty(s.q_empty);

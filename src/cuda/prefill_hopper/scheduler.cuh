@@ -1,5 +1,5 @@
 #pragma once
-// Which M tile (128 packed query rows of one KV head) a virtual tile index names, and the
+// Which M tile (128 packed query rows of one KV head; m_tile_rows, smem_layout.h) a virtual tile index names, and the
 // static persistent schedule: the grid is at most one block per SM and block b takes virtual
 // tiles b, b + gridDim.x, ... The producer resolves each one and hands it to the consumer
 // warpgroups in a tile slot (TileSlot, below).
@@ -9,8 +9,9 @@
 // each K/V tile (GQA: K/V are read once per M tile for up to `group` heads).
 //
 // Query ranges:
-//  - without a work list (ragged/sdpa): rows are cut into 128-token tiles, each 128 * group
-//    packed rows = `group` M tiles, issued row by row as work lists are (a row's ranges
+//  - without a work list (ragged/sdpa): rows are cut into 128-token tiles (as many tokens as an
+//    M tile has rows: 192 with three math warpgroups), each 128 * group packed rows = `group` M
+//    tiles, issued row by row as work lists are (a row's ranges
 //    read the same K/V; causal ones latest first). Rank-major (every row's first range
 //    first) stays as an A/B knob (HopperArgs::row_major).
 //  - with the plan's work list (paged prefill): items are <= work_tile_tokens (64) tokens.
@@ -52,8 +53,6 @@ using prefill_tc::PackedRows;
 using prefill_tc::RowGeometry;
 using prefill_tc::TileKeyRanges;
 
-constexpr int kQueryTileTokens = 128;  // query tokens per range without a work list
-
 // An experiment built only with this compile definition (bench/NOTES.md, session 26):
 // non-causal calls (ragged, sdpa, and paged work lists of groups that are multiples of 4) run
 // on clusters of two blocks that take M tiles of one (row, KV head) in pairs and share every
@@ -71,7 +70,7 @@ struct HopperArgs {
   prefill_tc::KernelArgs k;
   int64_t num_virtual = 0;  // virtual tiles
   int subtiles = 1;         // virtual tiles per query range (no work list) or per pair
-  int item_subtiles = 1;    // work list: M tiles one item needs, ceil(work_tile_tokens*group/128)
+  int item_subtiles = 1;    // work list: M tiles one item needs, ceil(work_tile_tokens*group/kBlockM)
   int tiles_per_row = 0;    // no work list: 128-token ranges per batch row
   int64_t units = 0;        // query ranges (no work list) or item pairs, per KV head and subtile
   int head_band = 1;        // KV heads per L2 band (split_band)
@@ -131,7 +130,7 @@ struct MTile {
 struct TileSlot {
   enum State : int { kRun = 0, kEmpty = 1, kDone = 2 };  // kEmpty: no row sees a key
   MTile tile;
-  prefill_tc::KeyRange wg_all[2];
+  prefill_tc::KeyRange wg_all[kMaxMathWarpgroups];
   int state;
 };
 static_assert(sizeof(TileSlot) <= kTileSlotBytes);
@@ -178,8 +177,9 @@ __device__ __forceinline__ TilePairOrder pair_order(const HopperArgs& a, const S
 // The schedule's sizes: the host's, or derived here from qo_indptr (rows_from_indptr) and
 // the work list's header. A warp-collective call (every lane gets the same result); the
 // indptr reads are independent, several in flight per lane, so B = 1024 rows cost a few L2
-// round trips. kPairs: the steps are a cluster's tile pairs (cluster_pair).
-template <bool kPairs = false>
+// round trips. kRange: query tokens per range (m_tile_rows). kPairs: the steps are a
+// cluster's tile pairs (cluster_pair).
+template <int kRange, bool kPairs = false>
 __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
   Schedule s{a.num_virtual, a.units, a.tiles_per_row};
   if (a.rows_from_indptr()) {
@@ -189,7 +189,7 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
 #pragma unroll 4
     for (int b = lane; b < batch; b += 32) longest = max(longest, indptr[b + 1] - indptr[b]);
     longest = __reduce_max_sync(0xffffffffu, longest);
-    s.tiles_per_row = (longest + kQueryTileTokens - 1) / kQueryTileTokens;
+    s.tiles_per_row = (longest + kRange - 1) / kRange;
     s.units = int64_t(s.tiles_per_row) * batch;
     s.num_virtual = s.units * a.k.p.num_kv_heads * a.subtiles;
   }
@@ -229,8 +229,9 @@ __device__ __forceinline__ const int32_t* work_item(const HopperArgs& a, int64_t
 }
 
 // Fills t for virtual tile v (< steps * tiles_per_step); false when v names no rows (skip
-// it). Block-uniform.
-template <int kBlockN>
+// it). Block-uniform. kBlockM: rows of an M tile, also the tokens of a range without a work
+// list.
+template <int kBlockM, int kBlockN>
 __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedule& sched,
                                                int64_t v, MTile& t) {
   const prefill_tc::KernelArgs& k = a.k;
@@ -285,17 +286,17 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
       t.b = b0;
       q_begin = begin0;
       q_end = end1;
-      first = sub * kMTileRows;
+      first = sub * kBlockM;
     } else if (sub < a.item_subtiles) {
       t.b = b0;
       q_begin = begin0;
       q_end = end0;
-      first = sub * kMTileRows;
+      first = sub * kBlockM;
     } else {
       t.b = b1;  // -1 past the last item
       q_begin = begin1;
       q_end = end1;
-      first = (sub - a.item_subtiles) * kMTileRows;
+      first = (sub - a.item_subtiles) * kBlockM;
     }
     if (t.b < 0 || t.b >= k.p.batch_size) return false;
     if (first >= (q_end - q_begin) * k.group) return false;  // no rows, even before clamping
@@ -315,14 +316,14 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     }
     const int qt = k.causal ? sched.tiles_per_row - 1 - rank : rank;
     t.g = prefill_tc::row_geometry(k, t.b);
-    q_begin = qt * kQueryTileTokens;
-    q_end = q_begin + kQueryTileTokens;
-    first = sub * kMTileRows;
+    q_begin = qt * kBlockM;
+    q_end = q_begin + kBlockM;
+    first = sub * kBlockM;
   }
   if (q_end > t.g.qo_len) q_end = t.g.qo_len;
   t.rows.group = k.group;
   t.rows.first = first;
-  t.rows.count = min(kMTileRows, (q_end - q_begin) * k.group - first);
+  t.rows.count = min(kBlockM, (q_end - q_begin) * k.group - first);
   t.rows.q_begin = q_begin;
   t.rows.head0 = t.kv_head * k.group;
   if (t.rows.count <= 0) return false;
@@ -355,13 +356,13 @@ __device__ __forceinline__ bool next_pair(const Schedule& s, int64_t& p) {
   return p < s.steps;
 }
 
-template <int kBlockN>
+template <int kBlockM, int kBlockN>
 __device__ __forceinline__ bool cluster_pair(const HopperArgs& a, const Schedule& sched,
                                              int64_t p, int rank, MTile& t) {
   int64_t lead, mine;  // the virtual tiles of rank 0 and of this block (-1: none)
   pair_order(a, sched).tiles(p, rank, lead, mine);
-  if (rank != 0 && mine >= 0 && resolve_m_tile<kBlockN>(a, sched, mine, t)) return true;
-  if (!resolve_m_tile<kBlockN>(a, sched, lead, t)) return false;
+  if (rank != 0 && mine >= 0 && resolve_m_tile<kBlockM, kBlockN>(a, sched, mine, t)) return true;
+  if (!resolve_m_tile<kBlockM, kBlockN>(a, sched, lead, t)) return false;
   if (rank != 0) t.rows.count = 0;  // a ghost
   return true;
 }

@@ -3,8 +3,9 @@
 // descriptors, as constexpr host+device code so a host test (tests/test_prefill_hopper_layout
 // .cpp) checks them against the PTX ISA's canonical layouts.
 //
-// Tiles (Q: 128 query rows, K and V: 128 keys; 64 at head_dim 256) hold rows of head_dim
-// 16-bit elements in the wgmma "128-byte swizzle" layout (PTX ISA 9.7.15.5.1.2, Figure "K major 128B swizzling"):
+// Tiles (Q: 128 query rows, 192 with three math warpgroups; K and V: 128 keys, 64 at head_dim
+// 256) hold rows of head_dim 16-bit elements in the wgmma "128-byte swizzle" layout (PTX ISA
+// 9.7.15.5.1.2, Figure "K major 128B swizzling"):
 //   - a row is cut into 64-element column blocks (128 bytes = one swizzle row);
 //   - column block cb of all R rows is one contiguous R x 128-byte array, at cb * R * 128;
 //   - row r of a block sits at r * 128, its 16-byte chunk c (elements 8c..8c+7) at
@@ -26,9 +27,23 @@ constexpr int kSwizzleRowBytes = 128;  // one 128B-swizzle row: 64 16-bit elemen
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleRowBytes;  // the 8-row pattern that repeats
 constexpr int kChunkBytes = 16;
 constexpr int kTileSlotBytes = 128;  // shared-memory room for one TileSlot (scheduler.cuh)
-constexpr int kMTileRows = 128;      // query rows of an M tile: two consumer warpgroups x 64
 constexpr int kWarpgroupRows = 64;   // wgmma M: one consumer warpgroup's rows of an M tile
 constexpr int kProducerWarps = 4;    // the load warpgroup; each warp copies a quarter of a tile
+
+// Math warpgroups per block, each taking 64 rows of an M tile. Two at every head_dim; three at
+// head_dim 64 in the experiment FLASHPAGE_PREFILL_THREE_WG (FlashAttention-3's 192-row tiles:
+// there a warpgroup's softmax takes as long as its GEMMs, so two warpgroups' softmaxes
+// overlap each other instead of the other's GEMMs; bench/NOTES.md, session 33).
+#ifndef FLASHPAGE_PREFILL_THREE_WG
+#define FLASHPAGE_PREFILL_THREE_WG 0
+#endif
+constexpr int kMaxMathWarpgroups = FLASHPAGE_PREFILL_THREE_WG ? 3 : 2;
+constexpr int math_warpgroups(int head_dim) {
+  return head_dim == 64 && FLASHPAGE_PREFILL_THREE_WG ? 3 : 2;
+}
+// Query rows of an M tile; also the query tokens of a range without a work list
+// (scheduler.cuh), so MHA ranges fill their tiles. A function so the host reads the same value.
+constexpr int m_tile_rows(int head_dim) { return kWarpgroupRows * math_warpgroups(head_dim); }
 
 // Keys of a K/V tile (wgmma N of S = Q K^T). At head_dim 256 a consumer thread's O alone
 // takes 128 registers, so S gets 64 keys (32 registers) to stay inside kConsumerRegs; the
@@ -42,7 +57,7 @@ template <int kHeadDim>
 struct TileConfig {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "Hopper prefill: head_dim 64, 128 or 256");
-  static constexpr int kBlockM = kMTileRows;
+  static constexpr int kBlockM = m_tile_rows(kHeadDim);
   static constexpr int kBlockN = kv_tile_rows(kHeadDim);
   static constexpr int kKvSliceRows = kv_slice_rows(kHeadDim);
   // Ring depths. V gets one stage more than K where shared memory allows: a V stage frees
@@ -50,8 +65,9 @@ struct TileConfig {
   // V stages the consumers waited on V (ncu stall sampling, bench/NOTES.md).
   static constexpr int kKStages = kHeadDim == 64 ? 3 : 2;
   static constexpr int kVStages = kHeadDim == 64 ? 4 : kHeadDim == 128 ? 3 : 2;
-  static constexpr int kConsumerWarpgroups = 2;
-  static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);  // + the load warpgroup
+  static constexpr int kConsumerWarpgroups = math_warpgroups(kHeadDim);
+  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  static constexpr int kThreads = 128 + kConsumerThreads;  // + the load warpgroup
   static constexpr int kWarpgroupRows = prefill_hopper::kWarpgroupRows;
 
   static constexpr int kElemBytes = 2;
