@@ -16,12 +16,18 @@ entries=(prefill_hopper_bf16:prefill_hopper_bf16: prefill_hopper_f16:prefill_hop
 for e in "${KERNEL_EXPERIMENTS[@]}"; do
   entries+=("prefill_hopper_${e%%=*}:prefill_hopper_bf16:$(experiment_defines "$e")")
 done
-# The one allowance: the streamed decode kernel at head_dim 256 (4 consumer warps) runs at the
-# 255-register cap, and since its warps combine their states in shared memory (session 27)
-# ptxas spills up to ~36 bytes of the sub-unit loop's values (item index, bounds): a few
-# local loads and stores per sub-unit, none inside the token loop (nvdisasm of the cubin,
-# bench/NOTES.md session 27).
-SPILL_ALLOWANCE='stream_decode_kernel.*Li256ELi4E'
+# Allowances, each "kernel regex=most spill bytes":
+# - The streamed decode kernel at head_dim 256 (4 consumer warps) runs at the 255-register
+#   cap, and since its warps combine their states in shared memory (session 27) ptxas spills
+#   up to ~36 bytes of the sub-unit loop's values (item index, bounds): a few local loads and
+#   stores per sub-unit, none inside the token loop (nvdisasm of the cubin, bench/NOTES.md
+#   session 27).
+# - The prefill kernel with three math warpgroups (head_dim 64, Li3E): 512 threads share the
+#   register file as 128 x 32 + 384 x 160 (kernel.cuh), and ptxas spills 56-60 bytes: the
+#   load warpgroup's per-M-tile scheduling values and its cp.async row addresses, and one
+#   consumer value read back only for tiles without keys; none in the K/V loops of either
+#   side (nvdisasm of the cubin, bench/NOTES.md session 33).
+SPILL_ALLOWANCES=('stream_decode_kernel.*Li256ELi4E=48' 'prefill_hopper_kernel.*Li64ELb0ELi3E=64')
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 for entry in "${entries[@]}"; do
@@ -36,11 +42,15 @@ for entry in "${entries[@]}"; do
   u=${entry%%:*}
   # Spill lines (but the allowance below), each after its "Compiling entry function" line.
   spill_lines() {
-    awk -v allow="$SPILL_ALLOWANCE" '
+    awk -v allow="${SPILL_ALLOWANCES[*]}" '
+      BEGIN { n = split(allow, a, " ") }
       /Compiling entry function/ { fn = $0 }
       /bytes spill stores/ && !/ 0 bytes spill stores, 0 bytes spill loads/ {
         split($0, w, " "); for (i = 1; i <= NF; ++i) if (w[i] == "spill" && w[i+1] == "stores,") stores = w[i-2]
-        if (fn ~ allow && stores + 0 <= 48) next
+        for (j = 1; j <= n; ++j) {
+          eq = index(a[j], "="); re = substr(a[j], 1, eq - 1); most = substr(a[j], eq + 1) + 0
+          if (fn ~ re && stores + 0 <= most) next
+        }
         print fn " :: " $0 }' "$1"
   }
   spills=$(spill_lines "$tmp/$u.log" | grep -c .)

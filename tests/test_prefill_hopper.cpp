@@ -40,9 +40,14 @@ bool hopper_expected() {
 #endif
 }
 
-void expect_kernel(const std::string& what) {
+// kMathWarpgroups: 0, or the Hopper kernel's math warpgroups the call should have run on
+// (src/cuda/prefill_hopper/warpgroup_choice.h: 3 for head_dim 64 non-causal calls whose rows
+// pad little in 192-token ranges).
+void expect_kernel(const std::string& what, int math_warpgroups = 0) {
   const char* ran = flashpage::cuda::last_prefill_kernel();
   std::printf("[ kernel ] %-7s %s\n", ran, what.c_str());
+  if (hopper_expected() && math_warpgroups > 0)
+    EXPECT_EQ(flashpage::cuda::prefill_hopper_last_math_warpgroups(), math_warpgroups) << what;
   if (hopper_expected()) {
     // "hopper_pairs": the same kernel on clusters of two blocks (FLASHPAGE_PREFILL_CLUSTER
     // builds, CudaClusterPairsRunWhereBuilt).
@@ -59,6 +64,7 @@ struct SdpaCase {
   bool causal;
   int window_left = -1;
   float soft_cap = 0;
+  int math_warpgroups = 0;  // expect_kernel
   std::string str() const {
     std::ostringstream os;
     os << "sdpa B=" << B << " Hq=" << Hq << " Hkv=" << Hkv << " S=" << S << " L=" << L
@@ -79,7 +85,7 @@ void run_sdpa(Rng& rng, const SdpaCase& c) {
   Tensor out = poisoned({c.B, c.Hq, c.S, c.D}, c.dtype, dev);
   Tensor lse = poisoned({c.B, c.Hq, c.S}, DType::f32, dev);
   sdpa(q, k, v, Tensor(), p, out, lse);
-  expect_kernel(c.str());
+  expect_kernel(c.str(), c.math_warpgroups);
   expect_output(out, ref.out, c.dtype);
   expect_lse(lse, ref.lse, c.dtype);
 }
@@ -153,6 +159,7 @@ struct RaggedCase {
   bool causal;
   // Multiplies key token t's K row (t counted within its segment); empty: all 1.
   std::function<double(int64_t)> key_scale = {};
+  int math_warpgroups = 0;  // expect_kernel
   std::string str() const {
     std::ostringstream os;
     os << "ragged q_lens=" << fpt::str(q_lens) << " kv_lens=" << fpt::str(kv_lens)
@@ -198,7 +205,7 @@ void run_ragged(Rng& rng, const RaggedCase& c) {
   Tensor out = poisoned({qo.back(), c.Hq, c.D}, c.dtype, dev);
   Tensor lse = poisoned({qo.back(), c.Hq}, DType::f32, dev);
   batch_prefill_ragged(q, k, v, qo_t, kv_t, p, out, lse);
-  expect_kernel(c.str());
+  expect_kernel(c.str(), c.math_warpgroups);
   expect_output(out, ref.out, c.dtype);
   expect_lse(lse, ref.lse, c.dtype);
 }
@@ -360,6 +367,7 @@ struct HopperPagedCase {
   bool causal;
   int window_left = -1;
   float soft_cap = 0;
+  int math_warpgroups = 0;  // expect_kernel
   std::string str() const {
     std::ostringstream os;
     os << "paged lengths=" << fpt::str(lengths) << " q_lens=" << fpt::str(q_lens) << " S=" << S
@@ -397,7 +405,7 @@ void run_paged(Rng& rng, const HopperPagedCase& c) {
   Tensor out = poisoned(out_shape, c.dtype, dev);
   Tensor lse = poisoned(lse_shape, DType::f32, dev);
   batch_prefill_paged(ws, plan, q, qo, pc.kv, Tensor(), p, out, lse);
-  expect_kernel(c.str());
+  expect_kernel(c.str(), c.math_warpgroups);
   expect_output(out, ref.out, c.dtype);
   expect_lse(lse, ref.lse, c.dtype);
 }
@@ -479,6 +487,31 @@ TEST(PrefillHopper, CudaPagedOddPageSizes) {
   FP_CASE(run_paged(rng, {{700, 333}, {200, 57}, 0, 48, 8, 2, 128, KvLayout::NHD, DType::bf16, true}));
   FP_CASE(run_paged(rng, {{650, 170}, {}, 150, 80, 4, 1, 64, KvLayout::HND, DType::f16, false}));
   FP_CASE(run_paged(rng, {{520, 97}, {}, 90, 48, 4, 2, 256, KvLayout::NHD, DType::bf16, true, 200}));
+}
+
+// Head_dim 64 calls without causal masking or a window run 192-row M tiles on three math
+// warpgroups where their rows pad little in 192-token ranges (warpgroup_choice.h), and paged
+// ones then leave the plan's work list (the kernel cuts the rows itself); the rest stay on two.
+TEST(PrefillHopper, CudaThreeMathWarpgroups) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  for (DType t : {DType::bf16, DType::f16}) {
+    // A group of 3: 540 packed rows, a token's three heads straddling warpgroups.
+    FP_CASE(run_sdpa(rng, {1, 6, 2, 180, 333, 64, t, false, -1, 0, 3}));
+    // MHA, 150 rows: the third warpgroup holds 22.
+    FP_CASE(run_sdpa(rng, {2, 3, 3, 150, 150, 64, t, false, -1, 0, 3}));
+    FP_CASE(run_sdpa(rng, {1, 2, 2, 200, 330, 64, t, false, -1, 20.0f, 3}));  // soft cap
+    // Two: 512 rows pad to 576 in 192-token ranges; causal; a window.
+    FP_CASE(run_sdpa(rng, {1, 2, 2, 512, 512, 64, t, false, -1, 0, 2}));
+    FP_CASE(run_sdpa(rng, {1, 2, 2, 384, 384, 64, t, true, -1, 0, 2}));
+    FP_CASE(run_sdpa(rng, {1, 2, 2, 384, 384, 64, t, false, 100, 0, 2}));
+    // Ragged rows (the mean, 288 tokens, decides), one empty, GQA 2.
+    FP_CASE(run_ragged(rng, {{384, 400, 0, 370}, {}, 4, 2, 64, t, false, {}, 3}));
+    // Paged: uniform S and ragged queries over longer rows, the work list left.
+    FP_CASE(run_paged(rng, {{700, 400}, {}, 384, 16, 4, 4, 64, KvLayout::NHD, t, false, -1, 0, 3}));
+    FP_CASE(run_paged(rng, {{700, 500, 400}, {384, 300, 170}, 0, 1, 2, 2, 64, KvLayout::HND, t,
+                            false, -1, 0, 3}));
+  }
 }
 
 // The TMA K/V maps (kv_tma.h) are built where they apply and refused where they do not; the

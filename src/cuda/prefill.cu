@@ -232,6 +232,9 @@ void batch_prefill_paged(const Workspace::Impl& ws, const Plan& plan, const Tens
   t.num_work_host = int(plan.num_work);
   t.work_tile_tokens = int(plan.kv_chunk);
   t.kv_tokens = plan.kv_tokens;
+  // The Hopper kernel may leave the work list and cut the rows itself (three math
+  // warpgroups, prefill_hopper/warpgroup_choice.h): the rows' total bounds its grid.
+  t.num_qo_tokens = plan.total_q_rows;
   if (run_tensor_core_prefill(t, static_cast<cudaStream_t>(stream))) return;
   launch_generic_paged_planned(g, make_page_table_view(kv), kv.k_pages.data(), kv.v_pages.data(),
                                plan.grid, static_cast<cudaStream_t>(stream));

@@ -42,9 +42,10 @@ constexpr uint32_t kTurnBarrierThreads = 256;
 #endif
 
 // kPairs: the block runs a cluster's pairs of tiles (Producer, kernel.cuh).
-template <class T, int kHeadDim, bool kPairs = false>
+template <class T, int kHeadDim, bool kPairs = false, int kMathWarpgroups = 2>
 struct Consumer {
-  using Cfg = TileConfig<kHeadDim>;
+  using Cfg = TileConfig<kHeadDim, kMathWarpgroups>;
+  using Epi = Epilogue<T, kHeadDim, kMathWarpgroups>;
   static constexpr int kBlockN = Cfg::kBlockN;
   static constexpr int kKeyTiles = Cfg::kKeyTiles;
   static constexpr int kDimTiles = Cfg::kDimTiles;
@@ -54,10 +55,11 @@ struct Consumer {
                                  std::is_same_v<T, __half> ? 4 : 3>;
 
   const HopperArgs& a;
-  const SmemPlan<kHeadDim>& s;
+  const SmemPlan<kHeadDim, kMathWarpgroups>& s;
   int wg, t, lane;
 
-  __device__ __forceinline__ Consumer(const HopperArgs& args, const SmemPlan<kHeadDim>& plan,
+  __device__ __forceinline__ Consumer(const HopperArgs& args,
+                                      const SmemPlan<kHeadDim, kMathWarpgroups>& plan,
                                       int warpgroup)
       : a(args), s(plan), wg(warpgroup) {
     t = int(threadIdx.x) - 128 * (1 + wg);
@@ -158,8 +160,11 @@ struct Consumer {
   // kernel is not touched by it: bench/NOTES.md, session 25): 1 with three Q stages (head_dim
   // 64), 2 also with two (head_dim 128). The late epilogue also frees the tile's Q stage a
   // step later, and with two stages that is the stage the tile after next loads its Q into.
+  // (The epilogue experiments build into the two-warpgroup kernels only: with three, at
+  // 160 registers, they spill.)
   static constexpr bool kLateEpilogue =
-      kCrossTile && FLASHPAGE_PREFILL_LATE_EPILOGUE >= (Cfg::kQStages >= 3 ? 1 : 2);
+      kCrossTile && kMathWarpgroups == 2 &&
+      FLASHPAGE_PREFILL_LATE_EPILOGUE >= (Cfg::kQStages >= 3 ? 1 : 2);
   static constexpr bool kEarlyQRelease = Cfg::kEarlyQRelease;
   static_assert(!(kCrossTile && kEarlyQRelease), "the next tile's S GEMM needs this tile's slot");
 
@@ -224,19 +229,19 @@ struct Consumer {
       return;
     }
     if constexpr (kEarlyQRelease) {
-      Epilogue<T, kHeadDim>{a.k, s.o_warp_staging((t >> 5) | (wg << 2)), wg, t, stores}
+      Epi{a.k, s.o_warp_staging((t >> 5) | (wg << 2)), wg, t, stores}
           .store_warp_staged(slot(c.slot).tile, o, softmax.m, softmax.d);
-    } else if constexpr (FLASHPAGE_PREFILL_REG_EPILOGUE != 0) {
-      Epilogue<T, kHeadDim>{a.k, nullptr, wg, t, stores}.store_from_registers(
+    } else if constexpr (FLASHPAGE_PREFILL_REG_EPILOGUE != 0 && kMathWarpgroups == 2) {
+      Epi{a.k, nullptr, wg, t, stores}.store_from_registers(
           slot(c.slot).tile, o, softmax.m, softmax.d, [&] { release(c.q_stage); });
     } else {
       // Two spellings, not one with a member that is null by default: that member, even
       // unused, changed the default kernel's PTX (session 29).
 #if FLASHPAGE_PREFILL_O_TMA
-      Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t, stores, &a.o_tma}.store(
-          slot(c.slot).tile, o, softmax.m, softmax.d);
+      Epi{a.k, s.o_staging(c.q_stage), wg, t, stores, kMathWarpgroups == 2 ? &a.o_tma : nullptr}
+          .store(slot(c.slot).tile, o, softmax.m, softmax.d);
 #else
-      Epilogue<T, kHeadDim>{a.k, s.o_staging(c.q_stage), wg, t, stores}.store(
+      Epi{a.k, s.o_staging(c.q_stage), wg, t, stores}.store(
           slot(c.slot).tile, o, softmax.m, softmax.d);
 #endif
       release(c.q_stage);
@@ -312,7 +317,7 @@ struct Consumer {
       // No earlier tile's Q stage is held here, only the one just acquired: tiles no row of
       // which sees a key, the end, or a tile that starts alone.
       while (state == TileSlot::kEmpty) {
-        Epilogue<T, kHeadDim>{a.k, nullptr, wg, t}.store_empty(slot(slot_index).tile);
+        Epi{a.k, nullptr, wg, t}.store_empty(slot(slot_index).tile);
         release(q_stage);
         state = acquire(r, q_stage, slot_index);
       }

@@ -29,9 +29,9 @@ namespace flashpage::cuda::prefill_hopper {
 template <int kMathWarpgroups>
 constexpr uint32_t kEpilogueBarrier = 1 + kMathWarpgroups;
 
-template <class T, int kHeadDim>
+template <class T, int kHeadDim, int kMathWarpgroups = 2>
 struct Epilogue {
-  using Cfg = TileConfig<kHeadDim>;
+  using Cfg = TileConfig<kHeadDim, kMathWarpgroups>;
   static constexpr int kRowsPerPass = 128 / Cfg::kChunks;
 
   const prefill_tc::KernelArgs& k;

@@ -1,7 +1,7 @@
 #pragma once
 // The Hopper prefill kernel: one block of a load warpgroup and two math warpgroups (three
-// in the FLASHPAGE_PREFILL_THREE_WG experiment at head_dim 64) per SM, persistent over the
-// virtual tiles (scheduler.cuh).
+// for some head_dim 64 calls: smem_layout.h) per SM, persistent over the virtual tiles
+// (scheduler.cuh).
 //   warpgroup 0    the load warpgroup (producer.cuh), registers cut to RegisterSplit::kProducer
 //   warpgroups 1+  the math warpgroups (consumer_mainloop.cuh), registers raised to
 //                  RegisterSplit::kConsumer: S and O accumulators (64 + 64 floats at head_dim
@@ -24,7 +24,7 @@
 namespace flashpage::cuda::prefill_hopper {
 
 // The register split per math warpgroup count (ptxas allocates each side within its
-// setmaxnreg value). Three (FLASHPAGE_PREFILL_THREE_WG, head_dim 64): 512 threads launch
+// setmaxnreg value). Three (head_dim 64): 512 threads launch
 // with 128 each, and 128 x 32 + 384 x 160 = 65536, the whole file. The consumers hold S 64 +
 // O 32 + P 32 floats at head_dim 64 and spilled at 152 (wgmma serialised: C7512) and at 160
 // 20 bytes; the load warpgroup needs ~48-56 and spills at 32 (bench/NOTES.md, session 33).
@@ -40,26 +40,26 @@ static_assert(RegisterSplit<2>::kAtLaunch == 168 && RegisterSplit<3>::kAtLaunch 
 
 // kPairs (only in a FLASHPAGE_PREFILL_CLUSTER build): launched in clusters of two blocks that
 // share K/V tiles (scheduler.cuh, cluster_pair).
-template <class T, int kHeadDim, bool kPairs = false>
-__global__ void __launch_bounds__(TileConfig<kHeadDim>::kThreads, 1)
+template <class T, int kHeadDim, bool kPairs = false, int kMathWarpgroups = 2>
+__global__ void __launch_bounds__(TileConfig<kHeadDim, kMathWarpgroups>::kThreads, 1)
     prefill_hopper_kernel(const __grid_constant__ HopperArgs args) {
 #if defined(FP_HOPPER_DEVICE)
   extern __shared__ __align__(1024) uint8_t smem_raw[];
-  const SmemPlan<kHeadDim> plan(smem_raw);
+  const SmemPlan<kHeadDim, kMathWarpgroups> plan(smem_raw);
   if (threadIdx.x == 0) plan.init_barriers(kPairs);
   __syncthreads();
   // The peer's barriers exist before anything signals them.
   if constexpr (kPairs) sm90::cluster_sync();
   // Warp-uniform by construction (one shuffle source), as setmaxnreg requires.
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
-  using Regs = RegisterSplit<TileConfig<kHeadDim>::kConsumerWarpgroups>;
+  using Regs = RegisterSplit<kMathWarpgroups>;
   if (warpgroup == 0) {
     sm90::setmaxnreg_dec<Regs::kProducer>();
     const int warp = int(threadIdx.x) / 32;
-    Producer<T, kHeadDim, kPairs>{args, plan, warp, int(threadIdx.x) & 31}.run();
+    Producer<T, kHeadDim, kPairs, kMathWarpgroups>{args, plan, warp, int(threadIdx.x) & 31}.run();
   } else {
     sm90::setmaxnreg_inc<Regs::kConsumer>();
-    Consumer<T, kHeadDim, kPairs>(args, plan, warpgroup - 1).run();
+    Consumer<T, kHeadDim, kPairs, kMathWarpgroups>(args, plan, warpgroup - 1).run();
   }
   if constexpr (kPairs) {
     // Neither block leaves while the other may still arrive on its barriers.

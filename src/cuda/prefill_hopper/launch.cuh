@@ -44,13 +44,13 @@ void launch_pairs(const HopperArgs& args, int grid, cudaStream_t stream) {
   FP_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
 }
 
-template <class T, int kHeadDim>
+template <class T, int kHeadDim, int kMathWarpgroups>
 void launch(const HopperArgs& args, int grid, cudaStream_t stream) {
-  if constexpr (kClusterBuild) {
+  if constexpr (kClusterBuild && kMathWarpgroups == 2) {
     if (args.cluster) return launch_pairs<T, kHeadDim>(args, grid, stream);
   }
-  using Cfg = TileConfig<kHeadDim>;
-  constexpr auto kernel = &prefill_hopper_kernel<T, kHeadDim>;
+  using Cfg = TileConfig<kHeadDim, kMathWarpgroups>;
+  constexpr auto kernel = &prefill_hopper_kernel<T, kHeadDim, false, kMathWarpgroups>;
   allow_shared_memory<kernel>(Cfg::kSmemLaunchBytes);
   kernel<<<unsigned(grid), Cfg::kThreads, Cfg::kSmemLaunchBytes, stream>>>(args);
   FP_CUDA_CHECK_LAUNCH();

@@ -8,7 +8,8 @@ namespace flashpage::cuda::prefill_hopper {
 
 struct HopperArgs;
 
-template <class T, int kHeadDim>
+// kMathWarpgroups: 2, or 3 at head_dim 64 (smem_layout.h).
+template <class T, int kHeadDim, int kMathWarpgroups = 2>
 void launch(const HopperArgs& args, int grid, cudaStream_t stream);
 
 }  // namespace flashpage::cuda::prefill_hopper

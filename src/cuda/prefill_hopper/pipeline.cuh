@@ -44,9 +44,9 @@ struct Ring {
   }
 };
 
-template <int kHeadDim>
+template <int kHeadDim, int kMathWarpgroups = 2>
 struct SmemPlan {
-  using Cfg = TileConfig<kHeadDim>;
+  using Cfg = TileConfig<kHeadDim, kMathWarpgroups>;
   uint8_t* base;  // 1024-byte aligned
   uint32_t q, k, v;
   uint32_t q_full, q_empty, k_full, k_empty, v_full, v_empty;  // first barrier of each array

@@ -16,6 +16,7 @@
 #include "cuda/prefill_hopper/launch.h"
 #include "cuda/prefill_hopper/scheduler.cuh"
 #include "cuda/prefill_hopper/smem_layout.h"
+#include "cuda/prefill_hopper/warpgroup_choice.h"
 #include "cuda/softmax_state.cuh"
 
 namespace flashpage::cuda {
@@ -84,8 +85,11 @@ bool covered_shapes(const PrefillTcParams& p) {
 }
 
 template <class T>
-void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStream_t stream) {
-  if (args.k.p.head_dim == 64)
+void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int math_warpgroups, int grid,
+                       cudaStream_t stream) {
+  if (args.k.p.head_dim == 64 && math_warpgroups == 3)
+    prefill_hopper::launch<T, 64, 3>(args, grid, stream);
+  else if (args.k.p.head_dim == 64)
     prefill_hopper::launch<T, 64>(args, grid, stream);
   else if (args.k.p.head_dim == 128)
     prefill_hopper::launch<T, 128>(args, grid, stream);
@@ -103,7 +107,8 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int grid, cudaStr
 // FLASHPAGE_PREFILL_ROW_MAJOR=0 orders non-causal ragged ranges rank-major (HopperArgs),
 // FLASHPAGE_PREFILL_CAUSAL_ROW_MAJOR=0 orders causal ragged ranges rank-major (the order before
 //   session 31, folded where fold_model.h says it pays),
-// FLASHPAGE_PREFILL_MULTICAST=0 keeps a FLASHPAGE_PREFILL_CLUSTER build off clusters.
+// FLASHPAGE_PREFILL_MULTICAST=0 keeps a FLASHPAGE_PREFILL_CLUSTER build off clusters,
+// FLASHPAGE_PREFILL_THREE_WG=0 runs head_dim 64 on two math warpgroups everywhere.
 struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
@@ -114,6 +119,7 @@ struct HopperKnobs {
   bool row_major = true;
   bool causal_row_major = true;
   bool multicast = true;
+  bool three_wg = true;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -131,30 +137,53 @@ const HopperKnobs& hopper_knobs() {
       k.causal_row_major = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_MULTICAST"))
       k.multicast = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_THREE_WG")) k.three_wg = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
 }
 
 thread_local bool g_last_ran_pairs = false;
+thread_local int g_last_math_warpgroups = 0;
 
 }  // namespace
 
 bool prefill_hopper_cluster_build() { return prefill_hopper::kClusterBuild; }
 bool prefill_hopper_last_ran_pairs() { return g_last_ran_pairs; }
+int prefill_hopper_last_math_warpgroups() { return g_last_math_warpgroups; }
 
 bool prefill_hopper_covers(const PrefillTcParams& p) {
   if (!kBuiltForSm90a || !covered_shapes(p)) return false;
   return device_facts().hopper;
 }
 
-bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
+bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   g_last_ran_pairs = false;
-  if (!prefill_hopper_covers(p)) return false;
+  if (!prefill_hopper_covers(params)) return false;
   using prefill_hopper::HopperArgs;
+  PrefillTcParams p = params;
+  // Three math warpgroups (192-row M tiles) where they pay (warpgroup_choice.h).
+  prefill_hopper::WarpgroupCall call;
+  call.head_dim = p.head_dim;
+  call.causal = p.causal;
+  call.window = p.window_left >= 0;
+  const bool list = p.work_ints != nullptr;
+  const int64_t mean_row = p.num_qo_tokens / std::max(p.batch_size, 1);
+  call.row_tokens = list ? (p.qo_indptr != nullptr ? mean_row : p.qo_len)
+                         : (p.max_qo_len >= 0 ? p.max_qo_len : mean_row);
+  const int math_warpgroups =
+      hopper_knobs().three_wg ? prefill_hopper::choose_math_warpgroups(call) : 2;
+  g_last_math_warpgroups = math_warpgroups;
+  if (math_warpgroups == 3 && list) {
+    // The planner's 64-token items would pair into 128-token ranges: the kernel cuts the
+    // rows into 192-token ranges itself, from qo_indptr (its longest row found on the device)
+    // or the uniform length, as for ragged queries.
+    p.work_ints = nullptr;
+    p.max_qo_len = p.qo_indptr != nullptr ? -1 : p.qo_len;
+  }
   // The M tile's rows, which are also the query tokens of a range without a work list
   // (scheduler.cuh).
-  const int block_m = prefill_hopper::m_tile_rows(p.head_dim);
+  const int block_m = prefill_hopper::m_tile_rows(math_warpgroups);
   const int range_tokens = block_m;
 
   HopperArgs a;
@@ -273,8 +302,9 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
                                 : a.subtiles % 2 == 0 || (a.subtiles == 1 && a.row_major);
     const bool few_ghosts =
         a.subtiles % 2 == 0 ? ranges >= 4 : ranges % 2 == 0 || ranges >= 8;
-    a.cluster = hopper_knobs().multicast && !p.causal && p.window_left < 0 &&
-                        a.kv_tma.box_rows > 0 && pairs_fit && few_ghosts && !a.fold
+    a.cluster = math_warpgroups == 2 && hopper_knobs().multicast && !p.causal &&
+                        p.window_left < 0 && a.kv_tma.box_rows > 0 && pairs_fit &&
+                        few_ghosts && !a.fold
                     ? 1
                     : 0;
     if (a.cluster)
@@ -284,9 +314,9 @@ bool run_prefill_hopper(const PrefillTcParams& p, cudaStream_t stream) {
   }
 
   if (p.dtype == DType::bf16)
-    dispatch_head_dim<__nv_bfloat16>(a, launch_grid, stream);
+    dispatch_head_dim<__nv_bfloat16>(a, math_warpgroups, launch_grid, stream);
   else
-    dispatch_head_dim<__half>(a, launch_grid, stream);
+    dispatch_head_dim<__half>(a, math_warpgroups, launch_grid, stream);
   return true;
 }
 

@@ -23,5 +23,8 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream);
 // whether the calling thread's last run_prefill_hopper launched its cluster kernel.
 bool prefill_hopper_cluster_build();
 bool prefill_hopper_last_ran_pairs();
+// The math warpgroups (2 or 3: warpgroup_choice.h) of the calling thread's last
+// run_prefill_hopper launch; 0 before any.
+int prefill_hopper_last_math_warpgroups();
 
 }  // namespace flashpage::cuda

@@ -98,9 +98,9 @@ struct KvRowSource {
 // kPairs: the block runs its tiles of a cluster's pairs (scheduler.cuh, cluster_pair) and
 // shares K/V tiles with the peer block: a kernel of its own (kernel.cuh), since a runtime
 // branch between the two loops spilled the load warpgroup's registers.
-template <class T, int kHeadDim, bool kPairs = false>
+template <class T, int kHeadDim, bool kPairs = false, int kMathWarpgroups = 2>
 struct Producer {
-  using Cfg = TileConfig<kHeadDim>;
+  using Cfg = TileConfig<kHeadDim, kMathWarpgroups>;
   static constexpr int kBlockN = Cfg::kBlockN;
   // One slice per warp: four producer warps cover a Q or K/V tile.
   static constexpr int kQRowsPerWarp = Cfg::kBlockM / kProducerWarps;
@@ -109,7 +109,7 @@ struct Producer {
                 (kKvRowsPerWarp == 32 || kKvRowsPerWarp == 16));
 
   const HopperArgs& a;
-  const SmemPlan<kHeadDim>& s;
+  const SmemPlan<kHeadDim, kMathWarpgroups>& s;
   int warp, lane;
 
   // Lane's key row of tile n (a plain load of the page id for paged K/V: issued here,

@@ -30,20 +30,14 @@ constexpr int kTileSlotBytes = 128;  // shared-memory room for one TileSlot (sch
 constexpr int kWarpgroupRows = 64;   // wgmma M: one consumer warpgroup's rows of an M tile
 constexpr int kProducerWarps = 4;    // the load warpgroup; each warp copies a quarter of a tile
 
-// Math warpgroups per block, each taking 64 rows of an M tile. Two at every head_dim; three at
-// head_dim 64 in the experiment FLASHPAGE_PREFILL_THREE_WG (FlashAttention-3's 192-row tiles:
-// there a warpgroup's softmax takes as long as its GEMMs, so two warpgroups' softmaxes
-// overlap each other instead of the other's GEMMs; bench/NOTES.md, session 33).
-#ifndef FLASHPAGE_PREFILL_THREE_WG
-#define FLASHPAGE_PREFILL_THREE_WG 0
-#endif
-constexpr int kMaxMathWarpgroups = FLASHPAGE_PREFILL_THREE_WG ? 3 : 2;
-constexpr int math_warpgroups(int head_dim) {
-  return head_dim == 64 && FLASHPAGE_PREFILL_THREE_WG ? 3 : 2;
-}
+// Math warpgroups per block, each taking 64 rows of an M tile: two, or three at head_dim 64
+// (FlashAttention-3's 192-row tiles: there a warpgroup's softmax takes as long as its GEMMs,
+// so two warpgroups' softmaxes overlap each other rather than the other's GEMMs, and a third
+// fills the gaps; bench/NOTES.md, session 33). The host picks per call (prefill_hopper.cu).
+constexpr int kMaxMathWarpgroups = 3;
 // Query rows of an M tile; also the query tokens of a range without a work list
-// (scheduler.cuh), so MHA ranges fill their tiles. A function so the host reads the same value.
-constexpr int m_tile_rows(int head_dim) { return kWarpgroupRows * math_warpgroups(head_dim); }
+// (scheduler.cuh), so MHA ranges fill their tiles.
+constexpr int m_tile_rows(int math_warpgroups) { return kWarpgroupRows * math_warpgroups; }
 
 // Keys of a K/V tile (wgmma N of S = Q K^T). At head_dim 256 a consumer thread's O alone
 // takes 128 registers, so S gets 64 keys (32 registers) to stay inside kConsumerRegs; the
@@ -53,11 +47,13 @@ constexpr int kv_tile_rows(int head_dim) { return head_dim == 256 ? 64 : 128; }
 // K/V rows each producer warp copies of a tile.
 constexpr int kv_slice_rows(int head_dim) { return kv_tile_rows(head_dim) / kProducerWarps; }
 
-template <int kHeadDim>
+template <int kHeadDim, int kMathWarpgroups = 2>
 struct TileConfig {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "Hopper prefill: head_dim 64, 128 or 256");
-  static constexpr int kBlockM = m_tile_rows(kHeadDim);
+  static_assert(kMathWarpgroups == 2 || (kMathWarpgroups == 3 && kHeadDim == 64),
+                "three math warpgroups at head_dim 64 only (registers and shared memory)");
+  static constexpr int kBlockM = m_tile_rows(kMathWarpgroups);
   static constexpr int kBlockN = kv_tile_rows(kHeadDim);
   static constexpr int kKvSliceRows = kv_slice_rows(kHeadDim);
   // Ring depths. V gets one stage more than K where shared memory allows: a V stage frees
@@ -65,7 +61,7 @@ struct TileConfig {
   // V stages the consumers waited on V (ncu stall sampling, bench/NOTES.md).
   static constexpr int kKStages = kHeadDim == 64 ? 3 : 2;
   static constexpr int kVStages = kHeadDim == 64 ? 4 : kHeadDim == 128 ? 3 : 2;
-  static constexpr int kConsumerWarpgroups = math_warpgroups(kHeadDim);
+  static constexpr int kConsumerWarpgroups = kMathWarpgroups;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   static constexpr int kThreads = 128 + kConsumerThreads;  // + the load warpgroup
   static constexpr int kWarpgroupRows = prefill_hopper::kWarpgroupRows;
