@@ -507,6 +507,11 @@ TEST(PrefillHopper, CudaThreeMathWarpgroups) {
     FP_CASE(run_sdpa(rng, {1, 2, 2, 384, 384, 64, t, false, 100, 0, 2}));
     // Ragged rows (the mean, 288 tokens, decides), one empty, GQA 2.
     FP_CASE(run_ragged(rng, {{384, 400, 0, 370}, {}, 4, 2, 64, t, false, {}, 3}));
+    // Ranges whose last tile leaves the second and third warpgroups without rows (16, 50, 20,
+    // 6 and 24 tokens), between whole ones: idle warpgroups next to working ones, both ways
+    // round across tile boundaries (consumer_mainloop.cuh, kIdleSkip).
+    FP_CASE(run_ragged(rng, {{400, 50, 384, 20, 390, 600}, {}, 2, 2, 64, t, false, {}, 3}));
+    FP_CASE(run_ragged(rng, {{400, 50, 384, 20, 390, 600}, {}, 4, 2, 64, t, false, {}, 3}));
     // Paged: uniform S and ragged queries over longer rows, the work list left.
     FP_CASE(run_paged(rng, {{700, 400}, {}, 384, 16, 4, 4, 64, KvLayout::NHD, t, false, -1, 0, 3}));
     FP_CASE(run_paged(rng, {{700, 500, 400}, {384, 300, 170}, 0, 1, 2, 2, 64, KvLayout::HND, t,

@@ -185,6 +185,32 @@ struct Consumer {
   __device__ __forceinline__ const TileSlot& slot(int i) const {
     return *reinterpret_cast<const TileSlot*>(s.tile_slot(i));
   }
+  // With three math warpgroups, a warpgroup none of whose 64 rows is in the tile (a range's
+  // last, partly filled tile) computes nothing there: it takes its GEMM turns and consumes the
+  // tile's K/V stages in step with the others (shadow_step and the rest below) and only frees
+  // the Q stage at the end, so the other two run the tile as the two-warpgroup kernel would.
+  static constexpr bool kIdleSkip = kMathWarpgroups == 3;
+  __device__ __forceinline__ bool idle(const TileRegs& c) const {
+    return kIdleSkip && slot(c.slot).tile.rows.count <= wg * Cfg::kWarpgroupRows;
+  }
+  // An idle warpgroup's K/V steps: the first tile's S (no turn), an overlapped step (a turn),
+  // the last P V (no turn).
+  __device__ __forceinline__ void shadow_k(Rings& r) const {
+    r.k.wait_full(s.k_full);
+    release_kv(r.k.bar(s.k_empty));
+    r.k.advance();
+  }
+  __device__ __forceinline__ void shadow_v(Rings& r) const {
+    r.v.wait_full(s.v_full);
+    release_kv(r.v.bar(s.v_empty));
+    r.v.advance();
+  }
+  __device__ __forceinline__ void shadow_step(Rings& r) const {
+    shadow_k(r);
+    sched_wait();
+    sched_pass();
+    shadow_v(r);
+  }
   // Waits for the next Q stage (its Q and its tile's slot); returns the slot's state.
   __device__ __forceinline__ int acquire(Rings& r, int& q_stage, int& slot_index) const {
     r.q.wait_full(s.q_full);
@@ -300,6 +326,41 @@ struct Consumer {
     r.v.advance();
   }
 
+  // The cross-tile step of a warpgroup idle in this tile and not in the next: the next tile's
+  // first S GEMM on its turn, and this tile's last V stage consumed unread.
+  template <class Softmax>
+  __device__ __forceinline__ void first_step_alone(Rings& r, const TileRegs& next,
+                                                   float (&acc)[kKeyTiles][4],
+                                                   Softmax&& softmax) const {
+    r.k.wait_full(s.k_full);
+    sm90::fence_proxy_async();
+    sched_wait();
+    qk(acc, next.q_desc, s.k_tile(r.k.stage));
+    sched_pass();
+    shadow_v(r);
+    sm90::wgmma_wait<0>();
+    sm90::fence_operands(acc);
+    release_kv(r.k.bar(s.k_empty));
+    r.k.advance();
+    softmax(acc, next.n_end - 1);
+  }
+  // The cross-tile step of a warpgroup idle in the next tile and not in this one: this tile's
+  // last P V on its turn, and the next tile's first K stage consumed unread.
+  __device__ __forceinline__ void last_step_alone(Rings& r, float (&o)[kDimTiles][4],
+                                                  uint32_t (&p)[kPvSteps][4]) const {
+    shadow_k(r);
+    r.v.wait_full(s.v_full);
+    sm90::fence_proxy_async();
+    sched_wait();
+    pv(o, p, s.v_tile(r.v.stage));
+    sched_pass();
+    sm90::wgmma_wait<0>();
+    sm90::fence_operands(o);
+    sm90::fence_operands(p);
+    release_kv(r.v.bar(s.v_empty));
+    r.v.advance();
+  }
+
   __device__ __forceinline__ void run() const {
     // Warpgroup 0 issues first: the pending arrival on its own barrier lets its first
     // sched_wait pass (afterwards each warpgroup passes the turn once per overlapped step).
@@ -330,31 +391,40 @@ struct Consumer {
       begin(c, q_stage, slot_index);
       softmax.init();
       zero(o);
-      // First (highest) K/V tile: S, softmax, P; nothing to overlap with.
-      r.k.wait_full(s.k_full);
-      sm90::fence_proxy_async();
-      qk(acc, c.q_desc, s.k_tile(r.k.stage));
-      sm90::wgmma_wait<0>();
-      sm90::fence_operands(acc);
-      release_kv(r.k.bar(s.k_empty));
-      r.k.advance();
-      release_early(c, c.n_end - 1);
-      softmax.update(acc, logits(acc, c.n_end - 1, c.rk, c.all), o_scale);
-      pack_p(p, acc);
+      if (idle(c)) {
+        shadow_k(r);
+      } else {
+        // First (highest) K/V tile: S, softmax, P; nothing to overlap with.
+        r.k.wait_full(s.k_full);
+        sm90::fence_proxy_async();
+        qk(acc, c.q_desc, s.k_tile(r.k.stage));
+        sm90::wgmma_wait<0>();
+        sm90::fence_operands(acc);
+        release_kv(r.k.bar(s.k_empty));
+        r.k.advance();
+        release_early(c, c.n_end - 1);
+        softmax.update(acc, logits(acc, c.n_end - 1, c.rk, c.all), o_scale);
+        pack_p(p, acc);
+      }
 
       int n_first = c.n_end - 2;  // the tile's first K/V tile of the loop below
       for (;;) {
-        for (int n = n_first; n >= c.n_begin; --n) {
-          overlapped_step(r, c, n, acc, o, p, [&](float (&s_n)[kKeyTiles][4], int key_tile) {
-            release_early(c, key_tile);
-            if ((a.ablate & 1) == 0) {
-              softmax.update(s_n, logits(s_n, key_tile, c.rk, c.all), o_scale);
-            } else {
-              o_scale[0] = o_scale[1] = 1.0f;
-            }
-          });
-          rescale_rows(o, o_scale);
-          pack_p(p, acc);
+        const bool c_idle = idle(c);
+        if (c_idle) {
+          for (int n = n_first; n >= c.n_begin; --n) shadow_step(r);
+        } else {
+          for (int n = n_first; n >= c.n_begin; --n) {
+            overlapped_step(r, c, n, acc, o, p, [&](float (&s_n)[kKeyTiles][4], int key_tile) {
+              release_early(c, key_tile);
+              if ((a.ablate & 1) == 0) {
+                softmax.update(s_n, logits(s_n, key_tile, c.rk, c.all), o_scale);
+              } else {
+                o_scale[0] = o_scale[1] = 1.0f;
+              }
+            });
+            rescale_rows(o, o_scale);
+            pack_p(p, acc);
+          }
         }
         if constexpr (kCrossTile) {
           state = acquire(r, q_stage, slot_index);  // the next tile's; this tile's still held
@@ -363,12 +433,21 @@ struct Consumer {
             begin(next, q_stage, slot_index);
             TileSoftmax next_softmax;
             next_softmax.init();
-            // The next tile's first S GEMM beside this tile's last P V.
-            overlapped_step(r, next, next.n_end - 1, acc, o, p,
-                            [&](float (&s_n)[kKeyTiles][4], int key_tile) {
-                              next_softmax.update(s_n, logits(s_n, key_tile, next.rk, next.all),
-                                                  o_scale);  // o_scale: O starts at zero
-                            });
+            const bool next_idle = idle(next);
+            auto first_softmax = [&](float (&s_n)[kKeyTiles][4], int key_tile) {
+              next_softmax.update(s_n, logits(s_n, key_tile, next.rk, next.all),
+                                  o_scale);  // o_scale: O starts at zero
+            };
+            if (!c_idle && !next_idle) {
+              // The next tile's first S GEMM beside this tile's last P V.
+              overlapped_step(r, next, next.n_end - 1, acc, o, p, first_softmax);
+            } else if (c_idle && next_idle) {
+              shadow_step(r);
+            } else if (c_idle) {
+              first_step_alone(r, next, acc, first_softmax);
+            } else {
+              last_step_alone(r, o, p);
+            }
             n_first = next.n_end - 2;
             if constexpr (kLateEpilogue) {
               if (n_first >= next.n_begin) {
@@ -391,7 +470,10 @@ struct Consumer {
                 continue;
               }
             }
-            finish(c, o, softmax);
+            if (c_idle)
+              release(c.q_stage);
+            else
+              finish(c, o, softmax);
             softmax = next_softmax;
             zero(o);
             pack_p(p, acc);
@@ -399,15 +481,20 @@ struct Consumer {
             continue;
           }
         }
-        // The last P V of the tile, alone.
-        r.v.wait_full(s.v_full);
-        sm90::fence_proxy_async();
-        pv(o, p, s.v_tile(r.v.stage));
-        sm90::wgmma_wait<0>();
-        sm90::fence_operands(o);
-        release_kv(r.v.bar(s.v_empty));
-        r.v.advance();
-        finish(c, o, softmax);
+        if (c_idle) {
+          shadow_v(r);
+          release(c.q_stage);
+        } else {
+          // The last P V of the tile, alone.
+          r.v.wait_full(s.v_full);
+          sm90::fence_proxy_async();
+          pv(o, p, s.v_tile(r.v.stage));
+          sm90::wgmma_wait<0>();
+          sm90::fence_operands(o);
+          release_kv(r.v.bar(s.v_empty));
+          r.v.advance();
+          finish(c, o, softmax);
+        }
         if constexpr (!kCrossTile) state = acquire(r, q_stage, slot_index);
         break;
       }

@@ -34,11 +34,12 @@ inline int64_t padded_rows(int64_t tokens, int64_t range) {
   return (tokens + range - 1) / range * range;
 }
 
-inline int choose_math_warpgroups(const WarpgroupCall& c) {
+// max_padding_percent: how many more rows 192-token ranges may pad than 128-token ones.
+inline int choose_math_warpgroups(const WarpgroupCall& c, int64_t max_padding_percent = 2) {
   if (c.head_dim != 64 || c.causal || c.window) return 2;
   const int64_t three = padded_rows(c.row_tokens, m_tile_rows(3));
   const int64_t two = padded_rows(c.row_tokens, m_tile_rows(2));
-  return 100 * three <= 102 * two ? 3 : 2;
+  return 100 * three <= (100 + max_padding_percent) * two ? 3 : 2;
 }
 
 }  // namespace flashpage::cuda::prefill_hopper
