@@ -490,8 +490,8 @@ TEST(PrefillHopper, CudaPagedOddPageSizes) {
 }
 
 // Head_dim 64 calls without causal masking or a window run 192-row M tiles on three math
-// warpgroups where their rows pad little in 192-token ranges (warpgroup_choice.h), and paged
-// ones then leave the plan's work list (the kernel cuts the rows itself); the rest stay on two.
+// warpgroups (warpgroup_choice.h), and paged ones leave the plan's work list (the kernel cuts
+// the rows itself); the rest stay on two.
 TEST(PrefillHopper, CudaThreeMathWarpgroups) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
@@ -501,11 +501,12 @@ TEST(PrefillHopper, CudaThreeMathWarpgroups) {
     // MHA, 150 rows: the third warpgroup holds 22.
     FP_CASE(run_sdpa(rng, {2, 3, 3, 150, 150, 64, t, false, -1, 0, 3}));
     FP_CASE(run_sdpa(rng, {1, 2, 2, 180, 330, 64, t, false, -1, 20.0f, 3}));  // soft cap
-    // Two: 512 rows pad to 576 in 192-token ranges; causal; a window.
-    FP_CASE(run_sdpa(rng, {1, 2, 2, 512, 512, 64, t, false, -1, 0, 2}));
+    // 100 rows: the third warpgroup idle in the only tile.
+    FP_CASE(run_sdpa(rng, {2, 2, 2, 100, 260, 64, t, false, -1, 0, 3}));
+    // Two: causal; a window.
     FP_CASE(run_sdpa(rng, {1, 2, 2, 384, 384, 64, t, true, -1, 0, 2}));
     FP_CASE(run_sdpa(rng, {1, 2, 2, 384, 384, 64, t, false, 100, 0, 2}));
-    // Ragged rows (the mean, 288 tokens, decides), one empty, GQA 2.
+    // Ragged rows, one empty, GQA 2.
     FP_CASE(run_ragged(rng, {{384, 400, 0, 370}, {}, 4, 2, 64, t, false, {}, 3}));
     // Ranges whose last tile leaves the second and third warpgroups without rows (16, 50, 20,
     // 6 and 24 tokens), between whole ones: idle warpgroups next to working ones, both ways

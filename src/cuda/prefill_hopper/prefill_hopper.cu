@@ -109,7 +109,7 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int math_warpgrou
 //   session 31, folded where fold_model.h says it pays),
 // FLASHPAGE_PREFILL_MULTICAST=0 keeps a FLASHPAGE_PREFILL_CLUSTER build off clusters,
 // FLASHPAGE_PREFILL_THREE_WG=0 runs head_dim 64 on two math warpgroups everywhere, =2 on
-//   three wherever allowed, whatever the padding (warpgroup_choice.h).
+//   three causal calls too (warpgroup_choice.h).
 struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
@@ -168,15 +168,11 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   call.head_dim = p.head_dim;
   call.causal = p.causal;
   call.window = p.window_left >= 0;
-  const bool list = p.work_ints != nullptr;
-  const int64_t mean_row = p.num_qo_tokens / std::max(p.batch_size, 1);
-  call.row_tokens = list ? (p.qo_indptr != nullptr ? mean_row : p.qo_len)
-                         : (p.max_qo_len >= 0 ? p.max_qo_len : mean_row);
   const int three_wg = hopper_knobs().three_wg;
   const int math_warpgroups =
-      three_wg == 0 ? 2 : prefill_hopper::choose_math_warpgroups(call, three_wg == 2 ? 1000 : 2);
+      three_wg == 0 ? 2 : prefill_hopper::choose_math_warpgroups(call, three_wg == 2);
   g_last_math_warpgroups = math_warpgroups;
-  if (math_warpgroups == 3 && list) {
+  if (math_warpgroups == 3 && p.work_ints != nullptr) {
     // The planner's 64-token items would pair into 128-token ranges: the kernel cuts the
     // rows into 192-token ranges itself, from qo_indptr (its longest row found on the device)
     // or the uniform length, as for ragged queries.
