@@ -240,7 +240,11 @@ struct Producer {
       slot.tile = t;
       slot.wg_all[0] = warpgroup_all_keys(a.k, t, 0);
       slot.wg_all[1] = warpgroup_all_keys(a.k, t, 1);
-      if constexpr (Cfg::kConsumerWarpgroups == 3) slot.wg_all[2] = warpgroup_all_keys(a.k, t, 2);
+      if constexpr (Cfg::kConsumerWarpgroups == 3) {
+        slot.wg_all[2] = warpgroup_all_keys(a.k, t, 2);
+#pragma unroll
+        for (int wg = 0; wg < 3; ++wg) slot.wg_end[wg] = warpgroup_key_end<kBlockN>(a.k, t, wg);
+      }
       slot.state = state;
       sm90::mbarrier_arrive(full);  // release: the slot is visible to whoever sees the phase
     }

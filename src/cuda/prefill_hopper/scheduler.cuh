@@ -131,6 +131,9 @@ struct TileSlot {
   enum State : int { kRun = 0, kEmpty = 1, kDone = 2 };  // kEmpty: no row sees a key
   MTile tile;
   prefill_tc::KeyRange wg_all[kMaxMathWarpgroups];
+  // Three math warpgroups only: per warpgroup, the end (exclusive) of the K/V tiles any of its
+  // rows sees, n_begin .. n_end (n_begin: no rows); the tiles above it it skips.
+  int wg_end[kMaxMathWarpgroups];
   int state;
 };
 static_assert(sizeof(TileSlot) <= kTileSlotBytes);
@@ -143,6 +146,19 @@ __device__ __forceinline__ prefill_tc::KeyRange warpgroup_all_keys(const prefill
   rows.first += wg * kWarpgroupRows;
   rows.count = min(kWarpgroupRows, t.rows.count - wg * kWarpgroupRows);
   return rows.count > 0 ? prefill_tc::tile_key_ranges(k, t.g, rows).all : prefill_tc::KeyRange{};
+}
+
+// The K/V tile end of warpgroup wg's rows (TileSlot::wg_end) for a tile of kBlockN-key tiles.
+template <int kBlockN>
+__device__ __forceinline__ int warpgroup_key_end(const prefill_tc::KernelArgs& k, const MTile& t,
+                                                 int wg) {
+  PackedRows rows = t.rows;
+  rows.first += wg * kWarpgroupRows;
+  rows.count = min(kWarpgroupRows, t.rows.count - wg * kWarpgroupRows);
+  if (rows.count <= 0) return t.n_begin;
+  const prefill_tc::KeyRange any = prefill_tc::tile_key_ranges(k, t.g, rows).any;
+  if (any.hi <= any.lo) return t.n_begin;
+  return max(t.n_begin, min(t.n_end, (any.hi + kBlockN - 1) / kBlockN));
 }
 
 // A block runs steps blockIdx.x, blockIdx.x + gridDim.x, ... of tiles_per_step virtual tiles
