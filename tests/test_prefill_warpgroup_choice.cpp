@@ -24,10 +24,6 @@ TEST(PrefillWarpgroupChoice, ThreeOnlyForHeadDim64WithoutDiagonal) {
   EXPECT_EQ(hp::choose_math_warpgroups(call(64, true, true)), 2);
   for (int d : {128, 256})
     for (bool causal : {false, true}) EXPECT_EQ(hp::choose_math_warpgroups(call(d, causal, false)), 2);
-  // The A/B knob lets causal calls in, never windows or other head sizes.
-  EXPECT_EQ(hp::choose_math_warpgroups(call(64, true, false), true), 3);
-  EXPECT_EQ(hp::choose_math_warpgroups(call(64, false, true), true), 2);
-  EXPECT_EQ(hp::choose_math_warpgroups(call(128, true, false), true), 2);
 }
 
 TEST(PrefillWarpgroupChoice, TileRows) {

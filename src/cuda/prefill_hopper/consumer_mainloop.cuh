@@ -185,16 +185,13 @@ struct Consumer {
   __device__ __forceinline__ const TileSlot& slot(int i) const {
     return *reinterpret_cast<const TileSlot*>(s.tile_slot(i));
   }
-  // With three math warpgroups a warpgroup computes only the K/V tiles its own rows see
-  // (TileSlot::wg_end: under causal masking a 192-row diagonal tile's first warpgroup sees up
-  // to 128 keys fewer than its last), and nothing in a tile without its rows (a range's last,
-  // partly filled tile). For the tiles above its end it takes its GEMM turns and consumes the
-  // K/V stages in step with the others (shadow_step and the rest below); without rows it only
-  // frees the Q stage at the end.
+  // With three math warpgroups, a warpgroup none of whose 64 rows is in the tile (a range's
+  // last, partly filled tile) computes nothing there: it takes its GEMM turns and consumes the
+  // tile's K/V stages in step with the others (shadow_step and the rest below) and only frees
+  // the Q stage at the end, so the other two run the tile as the two-warpgroup kernel would.
   static constexpr bool kIdleSkip = kMathWarpgroups == 3;
-  // The end (exclusive) of the K/V tiles this warpgroup computes in tile c.
-  __device__ __forceinline__ int key_end(const TileRegs& c) const {
-    return kIdleSkip ? slot(c.slot).wg_end[wg] : c.n_end;
+  __device__ __forceinline__ bool idle(const TileRegs& c) const {
+    return kIdleSkip && slot(c.slot).tile.rows.count <= wg * Cfg::kWarpgroupRows;
   }
   // An idle warpgroup's K/V steps: the first tile's S (no turn), an overlapped step (a turn),
   // the last P V (no turn).
@@ -329,28 +326,26 @@ struct Consumer {
     r.v.advance();
   }
 
-  // A step whose P V this warpgroup skips (the K/V tile above is beyond its keys, or a tile
-  // boundary where the previous tile had none of its rows) and whose S GEMM it computes: S of
-  // K/V tile n of tile c on its turn, the V stage consumed unread.
+  // The cross-tile step of a warpgroup idle in this tile and not in the next: the next tile's
+  // first S GEMM on its turn, and this tile's last V stage consumed unread.
   template <class Softmax>
-  __device__ __forceinline__ void first_step_alone(Rings& r, const TileRegs& c, int n,
+  __device__ __forceinline__ void first_step_alone(Rings& r, const TileRegs& next,
                                                    float (&acc)[kKeyTiles][4],
                                                    Softmax&& softmax) const {
     r.k.wait_full(s.k_full);
     sm90::fence_proxy_async();
     sched_wait();
-    qk(acc, c.q_desc, s.k_tile(r.k.stage));
+    qk(acc, next.q_desc, s.k_tile(r.k.stage));
     sched_pass();
     shadow_v(r);
     sm90::wgmma_wait<0>();
     sm90::fence_operands(acc);
     release_kv(r.k.bar(s.k_empty));
     r.k.advance();
-    softmax(acc, n);
+    softmax(acc, next.n_end - 1);
   }
-  // The cross-tile step of a warpgroup that skips the next tile's first K/V tile and not this
-  // tile's last: this tile's last P V on its turn, the next tile's first K stage consumed
-  // unread.
+  // The cross-tile step of a warpgroup idle in the next tile and not in this one: this tile's
+  // last P V on its turn, and the next tile's first K stage consumed unread.
   __device__ __forceinline__ void last_step_alone(Rings& r, float (&o)[kDimTiles][4],
                                                   uint32_t (&p)[kPvSteps][4]) const {
     shadow_k(r);
@@ -396,7 +391,7 @@ struct Consumer {
       begin(c, q_stage, slot_index);
       softmax.init();
       zero(o);
-      if (kIdleSkip && key_end(c) < c.n_end) {
+      if (idle(c)) {
         shadow_k(r);
       } else {
         // First (highest) K/V tile: S, softmax, P; nothing to overlap with.
@@ -414,29 +409,22 @@ struct Consumer {
 
       int n_first = c.n_end - 2;  // the tile's first K/V tile of the loop below
       for (;;) {
-        auto tile_softmax = [&](float (&s_n)[kKeyTiles][4], int key_tile) {
-          release_early(c, key_tile);
-          if ((a.ablate & 1) == 0) {
-            softmax.update(s_n, logits(s_n, key_tile, c.rk, c.all), o_scale);
-          } else {
-            o_scale[0] = o_scale[1] = 1.0f;
-          }
-        };
-        const int end = key_end(c);
-        const bool c_idle = kIdleSkip && end <= c.n_begin;  // none of its rows in the tile
-        int n = n_first;
-        if constexpr (kIdleSkip) {
-          for (; n >= c.n_begin && n >= end; --n) shadow_step(r);
-          if (n >= c.n_begin && n == end - 1 && end < c.n_end) {
-            first_step_alone(r, c, n, acc, tile_softmax);  // O is still zero: no rescale
+        const bool c_idle = idle(c);
+        if (c_idle) {
+          for (int n = n_first; n >= c.n_begin; --n) shadow_step(r);
+        } else {
+          for (int n = n_first; n >= c.n_begin; --n) {
+            overlapped_step(r, c, n, acc, o, p, [&](float (&s_n)[kKeyTiles][4], int key_tile) {
+              release_early(c, key_tile);
+              if ((a.ablate & 1) == 0) {
+                softmax.update(s_n, logits(s_n, key_tile, c.rk, c.all), o_scale);
+              } else {
+                o_scale[0] = o_scale[1] = 1.0f;
+              }
+            });
+            rescale_rows(o, o_scale);
             pack_p(p, acc);
-            --n;
           }
-        }
-        for (; n >= c.n_begin; --n) {
-          overlapped_step(r, c, n, acc, o, p, tile_softmax);
-          rescale_rows(o, o_scale);
-          pack_p(p, acc);
         }
         if constexpr (kCrossTile) {
           state = acquire(r, q_stage, slot_index);  // the next tile's; this tile's still held
@@ -445,8 +433,7 @@ struct Consumer {
             begin(next, q_stage, slot_index);
             TileSoftmax next_softmax;
             next_softmax.init();
-            // This warpgroup skips the next tile's first K/V tile.
-            const bool next_idle = kIdleSkip && key_end(next) < next.n_end;
+            const bool next_idle = idle(next);
             auto first_softmax = [&](float (&s_n)[kKeyTiles][4], int key_tile) {
               next_softmax.update(s_n, logits(s_n, key_tile, next.rk, next.all),
                                   o_scale);  // o_scale: O starts at zero
@@ -457,7 +444,7 @@ struct Consumer {
             } else if (c_idle && next_idle) {
               shadow_step(r);
             } else if (c_idle) {
-              first_step_alone(r, next, next.n_end - 1, acc, first_softmax);
+              first_step_alone(r, next, acc, first_softmax);
             } else {
               last_step_alone(r, o, p);
             }

@@ -108,8 +108,8 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int math_warpgrou
 // FLASHPAGE_PREFILL_CAUSAL_ROW_MAJOR=0 orders causal ragged ranges rank-major (the order before
 //   session 31, folded where fold_model.h says it pays),
 // FLASHPAGE_PREFILL_MULTICAST=0 keeps a FLASHPAGE_PREFILL_CLUSTER build off clusters,
-// FLASHPAGE_PREFILL_THREE_WG=0 runs head_dim 64 on two math warpgroups everywhere, =2 on
-//   three causal calls too (warpgroup_choice.h).
+// FLASHPAGE_PREFILL_THREE_WG=0 runs head_dim 64 on two math warpgroups everywhere
+//   (warpgroup_choice.h).
 struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
@@ -120,7 +120,7 @@ struct HopperKnobs {
   bool row_major = true;
   bool causal_row_major = true;
   bool multicast = true;
-  int three_wg = 1;
+  bool three_wg = true;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -138,7 +138,7 @@ const HopperKnobs& hopper_knobs() {
       k.causal_row_major = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_MULTICAST"))
       k.multicast = std::atoi(v) != 0;
-    if (const char* v = std::getenv("FLASHPAGE_PREFILL_THREE_WG")) k.three_wg = std::atoi(v);
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_THREE_WG")) k.three_wg = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -168,9 +168,8 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   call.head_dim = p.head_dim;
   call.causal = p.causal;
   call.window = p.window_left >= 0;
-  const int three_wg = hopper_knobs().three_wg;
   const int math_warpgroups =
-      three_wg == 0 ? 2 : prefill_hopper::choose_math_warpgroups(call, three_wg == 2);
+      hopper_knobs().three_wg ? prefill_hopper::choose_math_warpgroups(call) : 2;
   g_last_math_warpgroups = math_warpgroups;
   if (math_warpgroups == 3 && p.work_ints != nullptr) {
     // The planner's 64-token items would pair into 128-token ranges: the kernel cuts the

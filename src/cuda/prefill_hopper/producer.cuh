@@ -240,11 +240,7 @@ struct Producer {
       slot.tile = t;
       slot.wg_all[0] = warpgroup_all_keys(a.k, t, 0);
       slot.wg_all[1] = warpgroup_all_keys(a.k, t, 1);
-      if constexpr (Cfg::kConsumerWarpgroups == 3) {
-        slot.wg_all[2] = warpgroup_all_keys(a.k, t, 2);
-#pragma unroll
-        for (int wg = 0; wg < 3; ++wg) slot.wg_end[wg] = warpgroup_key_end<kBlockN>(a.k, t, wg);
-      }
+      if constexpr (Cfg::kConsumerWarpgroups == 3) slot.wg_all[2] = warpgroup_all_keys(a.k, t, 2);
       slot.state = state;
       sm90::mbarrier_arrive(full);  // release: the slot is visible to whoever sees the phase
     }
@@ -266,7 +262,8 @@ struct Producer {
       MTile t;
       if constexpr (kPairs) {
         if (!next_pair(sched, vt)) break;
-        if (!cluster_pair<Cfg::kBlockM, kBlockN>(a, sched, vt, int(sm90::cluster_ctarank()), t)) continue;
+        if (!cluster_pair<Cfg::kBlockM, kBlockN>(a, sched, vt, int(sm90::cluster_ctarank()), t))
+          continue;
       } else {
         if (!next_tile(sched, vt)) break;
         if (!resolve_m_tile<Cfg::kBlockM, kBlockN>(a, sched, vt, t)) continue;

@@ -1,20 +1,22 @@
 #pragma once
-// Which M tile (128 packed query rows of one KV head; m_tile_rows, smem_layout.h) a virtual tile index names, and the
-// static persistent schedule: the grid is at most one block per SM and block b takes virtual
-// tiles b, b + gridDim.x, ... The producer resolves each one and hands it to the consumer
-// warpgroups in a tile slot (TileSlot, below).
+// Which M tile (128 packed query rows of one KV head, or 192 with three math warpgroups:
+// m_tile_rows, smem_layout.h) a virtual tile index names, and the static persistent schedule:
+// the grid is at most one block per SM and block b takes virtual tiles b, b + gridDim.x, ...
+// The producer resolves each one and hands it to the consumer warpgroups in a tile slot
+// (TileSlot, below).
 //
 // Rows are packed as in prefill_tc (problem_view.cuh): packed row r of a query range is token
 // r / group, query head kv_head * group + r % group, so the query heads of one KV head share
 // each K/V tile (GQA: K/V are read once per M tile for up to `group` heads).
 //
 // Query ranges:
-//  - without a work list (ragged/sdpa): rows are cut into 128-token tiles (as many tokens as an
-//    M tile has rows: 192 with three math warpgroups), each 128 * group packed rows = `group` M
-//    tiles, issued row by row as work lists are (a row's ranges
+//  - without a work list (ragged/sdpa, and paged calls on three math warpgroups): rows are cut
+//    into ranges of as many tokens as an M tile has rows (128, or 192 with three math
+//    warpgroups), each of `group` M tiles, issued row by row as work lists are (a row's ranges
 //    read the same K/V; causal ones latest first). Rank-major (every row's first range
 //    first) stays as an A/B knob (HopperArgs::row_major).
-//  - with the plan's work list (paged prefill): items are <= work_tile_tokens (64) tokens.
+//  - with the plan's work list (paged prefill on two math warpgroups): items are <=
+//    work_tile_tokens (64) tokens.
 //    Items 2p and 2p+1 form pair p; when they are consecutive ranges of the same row the
 //    pair is one range of up to 128 tokens (so MHA still fills 128-row M tiles), otherwise
 //    each item is its own range. A pair owns 2 * ceil(64 * group / 128) subtiles. With an
@@ -70,8 +72,8 @@ struct HopperArgs {
   prefill_tc::KernelArgs k;
   int64_t num_virtual = 0;  // virtual tiles
   int subtiles = 1;         // virtual tiles per query range (no work list) or per pair
-  int item_subtiles = 1;    // work list: M tiles one item needs, ceil(work_tile_tokens*group/kBlockM)
-  int tiles_per_row = 0;    // no work list: 128-token ranges per batch row
+  int item_subtiles = 1;    // work list: M tiles an item needs, ceil(work_tile_tokens*group/128)
+  int tiles_per_row = 0;    // no work list: query ranges per batch row
   int64_t units = 0;        // query ranges (no work list) or item pairs, per KV head and subtile
   int head_band = 1;        // KV heads per L2 band (split_band)
   // Query ranges without a work list: a row's ranges consecutive (row-major, the planner's
@@ -131,9 +133,6 @@ struct TileSlot {
   enum State : int { kRun = 0, kEmpty = 1, kDone = 2 };  // kEmpty: no row sees a key
   MTile tile;
   prefill_tc::KeyRange wg_all[kMaxMathWarpgroups];
-  // Three math warpgroups only: per warpgroup, the end (exclusive) of the K/V tiles any of its
-  // rows sees, n_begin .. n_end (n_begin: no rows); the tiles above it it skips.
-  int wg_end[kMaxMathWarpgroups];
   int state;
 };
 static_assert(sizeof(TileSlot) <= kTileSlotBytes);
@@ -146,19 +145,6 @@ __device__ __forceinline__ prefill_tc::KeyRange warpgroup_all_keys(const prefill
   rows.first += wg * kWarpgroupRows;
   rows.count = min(kWarpgroupRows, t.rows.count - wg * kWarpgroupRows);
   return rows.count > 0 ? prefill_tc::tile_key_ranges(k, t.g, rows).all : prefill_tc::KeyRange{};
-}
-
-// The K/V tile end of warpgroup wg's rows (TileSlot::wg_end) for a tile of kBlockN-key tiles.
-template <int kBlockN>
-__device__ __forceinline__ int warpgroup_key_end(const prefill_tc::KernelArgs& k, const MTile& t,
-                                                 int wg) {
-  PackedRows rows = t.rows;
-  rows.first += wg * kWarpgroupRows;
-  rows.count = min(kWarpgroupRows, t.rows.count - wg * kWarpgroupRows);
-  if (rows.count <= 0) return t.n_begin;
-  const prefill_tc::KeyRange any = prefill_tc::tile_key_ranges(k, t.g, rows).any;
-  if (any.hi <= any.lo) return t.n_begin;
-  return max(t.n_begin, min(t.n_end, (any.hi + kBlockN - 1) / kBlockN));
 }
 
 // A block runs steps blockIdx.x, blockIdx.x + gridDim.x, ... of tiles_per_step virtual tiles

@@ -8,9 +8,10 @@
 // three against two, non-causal): 1 x 8192 +9-14% (ragged, contiguous and paged 16); with a
 // range's last, partial tile run by the warpgroups that have rows in it (the others idle,
 // consumer_mainloop.cuh), 8 x 2048 +7-8%, 64 x 512 +2-5%, 16 x 1024 level. Causal: 5-19%
-// slower (call 1, before the idle warpgroups: a 192-row diagonal tile computes up to 192
-// masked keys of a row where 128-row tiles compute up to 128), so causal calls and windows
-// (the same diagonal bands) stay on two. A paged call on three leaves its work list, whose
+// slower in call 1 (a 192-row diagonal tile computes up to 192 masked keys of a row where
+// 128-row tiles compute up to 128); with each warpgroup skipping the K/V tiles its rows do
+// not see (call 4), 1 x 8192 and 8 x 2048 0-3% faster but 16 x 1024 5-11% and 64 x 512
+// 21-23% slower. So causal calls and windows (the same diagonal bands) stay on two. A paged call on three leaves its work list, whose
 // 64-token items would pair into 128-token ranges (35-50% slower), and has the kernel cut
 // its rows into 192-token ranges as for ragged queries (prefill_hopper.cu).
 //
@@ -25,9 +26,8 @@ struct WarpgroupCall {
   bool window = false;  // window_left >= 0
 };
 
-// allow_causal: an A/B knob (FLASHPAGE_PREFILL_THREE_WG=2) that lets causal calls take three.
-inline int choose_math_warpgroups(const WarpgroupCall& c, bool allow_causal = false) {
-  return c.head_dim == 64 && (!c.causal || allow_causal) && !c.window ? 3 : 2;
+inline int choose_math_warpgroups(const WarpgroupCall& c) {
+  return c.head_dim == 64 && !c.causal && !c.window ? 3 : 2;
 }
 
 }  // namespace flashpage::cuda::prefill_hopper
