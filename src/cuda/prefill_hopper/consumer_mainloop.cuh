@@ -8,8 +8,9 @@
 //   O += P_{n+1} V_{n+1}   wgmma m64nDk16, A = P from registers, B = V (MN-major)
 // with the S GEMM of tile n issued before the P V GEMM of tile n + 1, so the softmax of S_n
 // runs while the tensor cores still work on P_{n+1} V_{n+1} (intra-warpgroup overlap), and
-// the two warpgroups take turns issuing their GEMMs (named barriers 1 and 2), so one
-// warpgroup's softmax overlaps the other's GEMMs (inter-warpgroup ping-pong). Where two Q
+// the warpgroups (two, or three at head_dim 64: warpgroup_choice.h) take turns issuing their
+// GEMMs (named barriers 1 + wg), so one warpgroup's softmax overlaps the others' GEMMs
+// (inter-warpgroup ping-pong). Where two Q
 // stages allow, the same overlap continues across M tiles: the next tile's first S GEMM
 // goes before this tile's last P V (run(), kCrossTile).
 //
