@@ -24,21 +24,23 @@ namespace flashpage::cuda::prefill_hopper {
 // v = ((band start + rank * batch * heads_in_band + b * heads_in_band + head) * subtiles + sub),
 // ranks latest first (scheduler.cuh, resolve_m_tile and split_band).
 struct FoldModelShape {
-  int64_t tiles_per_row = 0;  // query ranges (of range_tokens) of a row
+  int64_t tiles_per_row = 0;  // 128-token query ranges of a row
   int64_t batch = 0;
   int64_t kv_heads = 0, head_band = 1, subtiles = 1;
   int64_t grid = 1;                // blocks
   int64_t qo_len = 0, kv_len = 0;  // per row; causal bottom-right
   int64_t block_n = 128;           // keys per K/V tile
-  int64_t range_tokens = 128;      // query tokens per range (m_tile_rows, smem_layout.h)
 };
 
 constexpr double kTileOverhead = 1.5;  // a tile's boundary, in 128-key K/V tiles
+// Query tokens per range: causal calls, the only ones folded, run on two math warpgroups
+// (warpgroup_choice.h), whose M tiles and ranges are 128 rows and tokens.
+constexpr int64_t kRangeTokens = 128;
 
 // Cost of a row's query range of rank r (range tiles_per_row - 1 - r).
 inline double range_cost(const FoldModelShape& s, int64_t rank) {
   const int64_t qt = s.tiles_per_row - 1 - rank;
-  const int64_t q_end = std::min((qt + 1) * s.range_tokens, s.qo_len);
+  const int64_t q_end = std::min((qt + 1) * kRangeTokens, s.qo_len);
   const int64_t keys = std::clamp<int64_t>(s.kv_len - s.qo_len + q_end, 0, s.kv_len);
   const int64_t tiles = (keys + s.block_n - 1) / s.block_n;
   return double(tiles * s.block_n) / 128.0 + kTileOverhead;
