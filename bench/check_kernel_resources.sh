@@ -23,7 +23,7 @@ done
 #   stores per sub-unit, none inside the token loop (nvdisasm of the cubin, bench/NOTES.md
 #   session 27).
 # - The prefill kernel with three math warpgroups (head_dim 64, Li3E): 512 threads share the
-#   register file as 128 x 32 + 384 x 160 (kernel.cuh), and ptxas spills 56-60 bytes: the
+#   register file as 128 x 32 + 384 x 160 (kernel.cuh), and ptxas spills 52 bytes: the
 #   load warpgroup's per-M-tile scheduling values and its cp.async row addresses, and one
 #   consumer value read back only for tiles without keys; none in the K/V loops of either
 #   side (nvdisasm of the cubin, bench/NOTES.md session 33).

@@ -24,8 +24,8 @@
 namespace flashpage::cuda::prefill_hopper {
 
 // The register split per math warpgroup count (ptxas allocates each side within its
-// setmaxnreg value). Three (head_dim 64): 512 threads launch
-// with 128 each, and 128 x 32 + 384 x 160 = 65536, the whole file. The consumers hold S 64 +
+// setmaxnreg value). Three (head_dim 64): 512 threads launch with 128 each, and
+// 128 x 32 + 384 x 160 = 65536, the whole file. The consumers hold S 64 +
 // O 32 + P 32 floats at head_dim 64 and spilled at 152 (wgmma serialised: C7512) and at 160
 // 20 bytes; the load warpgroup needs ~48-56 and spills at 32 (bench/NOTES.md, session 33).
 template <int kMathWarpgroups>

@@ -40,9 +40,9 @@ constexpr int kMaxMathWarpgroups = 3;
 constexpr int m_tile_rows(int math_warpgroups) { return kWarpgroupRows * math_warpgroups; }
 
 // Keys of a K/V tile (wgmma N of S = Q K^T). At head_dim 256 a consumer thread's O alone
-// takes 128 registers, so S gets 64 keys (32 registers) to stay inside kConsumerRegs; the
-// FLOPs per K/V tile are those of head_dim 128 with 128 keys. A function so the host (the
-// TMA boxes, kv_tma.cu) reads the same value as TileConfig.
+// takes 128 registers, so S gets 64 keys (32 registers) to stay inside its 224 registers
+// (kernel.cuh, RegisterSplit); the FLOPs per K/V tile are those of head_dim 128 with 128 keys.
+// A function so the host (the TMA boxes, kv_tma.cu) reads the same value as TileConfig.
 constexpr int kv_tile_rows(int head_dim) { return head_dim == 256 ? 64 : 128; }
 // K/V rows each producer warp copies of a tile.
 constexpr int kv_slice_rows(int head_dim) { return kv_tile_rows(head_dim) / kProducerWarps; }
