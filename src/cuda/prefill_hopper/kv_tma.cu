@@ -44,9 +44,9 @@ bool make_map(KvTmaMap& m, const void* base, int64_t stride_unit, int64_t stride
 
 }  // namespace
 
-KvTma make_kv_tma(const PrefillTcParams& p, int math_warpgroups, int l2_promotion_bytes) {
+KvTma make_kv_tma(const PrefillTcParams& p, int l2_promotion_bytes) {
   KvTma t;
-  const int slice_rows = kv_slice_rows(p.head_dim, math_warpgroups);
+  const int slice_rows = kv_slice_rows(p.head_dim);
   const bool paged = p.page_indices != nullptr;
   const int box_rows = paged ? std::gcd(p.page_size, slice_rows) : slice_rows;
   if (box_rows < kMinBoxRows) return t;

@@ -39,9 +39,8 @@ struct KvTma {
 
 // The maps for this call's K and V, or box_rows = 0 where TMA does not apply (strides that
 // are no whole number of tokens, pages under 16 tokens, unknown extents, a driver without
-// tensor maps). The boxes cover a producer warp's slice (smem_layout.h, kv_slice_rows, which
-// depends on the kernel's math warpgroups).
+// tensor maps). The boxes cover a producer warp's slice (smem_layout.h, kv_slice_rows).
 // l2_promotion_bytes: tensor_map.h.
-KvTma make_kv_tma(const PrefillTcParams& p, int math_warpgroups = 2, int l2_promotion_bytes = 256);
+KvTma make_kv_tma(const PrefillTcParams& p, int l2_promotion_bytes = 256);
 
 }  // namespace flashpage::cuda::prefill_hopper

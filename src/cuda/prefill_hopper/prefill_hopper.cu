@@ -91,10 +91,6 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int math_warpgrou
     prefill_hopper::launch<T, 64, 3>(args, grid, stream);
   else if (args.k.p.head_dim == 64)
     prefill_hopper::launch<T, 64>(args, grid, stream);
-#if FLASHPAGE_PREFILL_THREE_WG_128
-  else if (args.k.p.head_dim == 128 && math_warpgroups == 3)
-    prefill_hopper::launch<T, 128, 3>(args, grid, stream);
-#endif
   else if (args.k.p.head_dim == 128)
     prefill_hopper::launch<T, 128>(args, grid, stream);
   else
@@ -172,7 +168,6 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   call.head_dim = p.head_dim;
   call.causal = p.causal;
   call.window = p.window_left >= 0;
-  call.head_dim_128_on_three = FLASHPAGE_PREFILL_THREE_WG_128 != 0;
   const int math_warpgroups =
       hopper_knobs().three_wg ? prefill_hopper::choose_math_warpgroups(call) : 2;
   g_last_math_warpgroups = math_warpgroups;
@@ -270,8 +265,7 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
     m.block_n = prefill_hopper::kv_tile_rows(p.head_dim);
     a.fold = prefill_hopper::fold_pays(m);
   }
-  if (hopper_knobs().tma)
-    a.kv_tma = prefill_hopper::make_kv_tma(p, math_warpgroups, hopper_knobs().tma_promotion);
+  if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p, hopper_knobs().tma_promotion);
 #if FLASHPAGE_PREFILL_O_TMA
   a.o_tma = prefill_hopper::make_o_tma(p);
   // The experiment says on stderr, for the first calls of a process, whether they store O by

@@ -21,12 +21,6 @@
 #define FP_HOPPER_HD inline
 #endif
 
-// An experiment (bench/experiments.sh `wg3d128`): head_dim 128 without causal masking or a
-// window on three math warpgroups with 64-key tiles (kv_tile_rows, warpgroup_choice.h).
-#ifndef FLASHPAGE_PREFILL_THREE_WG_128
-#define FLASHPAGE_PREFILL_THREE_WG_128 0
-#endif
-
 namespace flashpage::cuda::prefill_hopper {
 
 constexpr int kSwizzleRowBytes = 128;  // one 128B-swizzle row: 64 16-bit elements
@@ -49,32 +43,24 @@ constexpr int m_tile_rows(int math_warpgroups) { return kWarpgroupRows * math_wa
 // takes 128 registers, so S gets 64 keys (32 registers) to stay inside its 224 registers
 // (kernel.cuh, RegisterSplit); the FLOPs per K/V tile are those of head_dim 128 with 128 keys.
 // A function so the host (the TMA boxes, kv_tma.cu) reads the same value as TileConfig.
-// Head_dim 128 on three math warpgroups (an experiment, FLASHPAGE_PREFILL_THREE_WG_128) takes
-// 64 keys too: its 160 registers hold O 64 + S 32 + P 16 where 128 keys would need 64 + 64 + 32.
-constexpr int kv_tile_rows(int head_dim, int math_warpgroups = 2) {
-  return head_dim == 256 || (head_dim == 128 && math_warpgroups == 3) ? 64 : 128;
-}
+constexpr int kv_tile_rows(int head_dim) { return head_dim == 256 ? 64 : 128; }
 // K/V rows each producer warp copies of a tile.
-constexpr int kv_slice_rows(int head_dim, int math_warpgroups = 2) {
-  return kv_tile_rows(head_dim, math_warpgroups) / kProducerWarps;
-}
+constexpr int kv_slice_rows(int head_dim) { return kv_tile_rows(head_dim) / kProducerWarps; }
 
 template <int kHeadDim, int kMathWarpgroups = 2>
 struct TileConfig {
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256,
                 "Hopper prefill: head_dim 64, 128 or 256");
-  static_assert(kMathWarpgroups == 2 || (kMathWarpgroups == 3 && kHeadDim <= 128),
-                "three math warpgroups at head_dim 64 (and 128, an experiment) only");
+  static_assert(kMathWarpgroups == 2 || (kMathWarpgroups == 3 && kHeadDim == 64),
+                "three math warpgroups at head_dim 64 only (registers and shared memory)");
   static constexpr int kBlockM = m_tile_rows(kMathWarpgroups);
-  static constexpr int kBlockN = kv_tile_rows(kHeadDim, kMathWarpgroups);
-  static constexpr int kKvSliceRows = kv_slice_rows(kHeadDim, kMathWarpgroups);
-  // 16 KB K/V tiles: head_dim 64, and 128 with 64-key tiles (three math warpgroups).
-  static constexpr bool kSmallKv = kHeadDim * kBlockN == 64 * 128;
+  static constexpr int kBlockN = kv_tile_rows(kHeadDim);
+  static constexpr int kKvSliceRows = kv_slice_rows(kHeadDim);
   // Ring depths. V gets one stage more than K where shared memory allows: a V stage frees
   // only when P V of its tile completes, half an iteration after K's S GEMM does, and with two
   // V stages the consumers waited on V (ncu stall sampling, bench/NOTES.md).
-  static constexpr int kKStages = kSmallKv ? 3 : 2;
-  static constexpr int kVStages = kSmallKv ? 4 : kHeadDim == 128 ? 3 : 2;
+  static constexpr int kKStages = kHeadDim == 64 ? 3 : 2;
+  static constexpr int kVStages = kHeadDim == 64 ? 4 : kHeadDim == 128 ? 3 : 2;
   static constexpr int kConsumerWarpgroups = kMathWarpgroups;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   static constexpr int kThreads = 128 + kConsumerThreads;  // + the load warpgroup

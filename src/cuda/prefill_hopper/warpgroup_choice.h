@@ -24,13 +24,10 @@ struct WarpgroupCall {
   int head_dim = 128;
   bool causal = false;
   bool window = false;  // window_left >= 0
-  // An experiment's build (FLASHPAGE_PREFILL_THREE_WG_128): head_dim 128 takes three as 64 does.
-  bool head_dim_128_on_three = false;
 };
 
 inline int choose_math_warpgroups(const WarpgroupCall& c) {
-  const bool on_three = c.head_dim == 64 || (c.head_dim == 128 && c.head_dim_128_on_three);
-  return on_three && !c.causal && !c.window ? 3 : 2;
+  return c.head_dim == 64 && !c.causal && !c.window ? 3 : 2;
 }
 
 }  // namespace flashpage::cuda::prefill_hopper
