@@ -170,6 +170,13 @@ int main(int argc, char** argv) {
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
+  // Any other value would match no shape and the run would end with no rows and rc 0
+  // (session 34's first A/B passed `--causal false`).
+  if (causal_arg != "no" && causal_arg != "yes" && causal_arg != "both") {
+    std::fprintf(stderr, "prefill_bench: --causal takes no, yes or both, not '%s'\n",
+                 causal_arg.c_str());
+    return 2;
+  }
   if (!cuda_available()) {
     std::fprintf(stderr, "prefill_bench: no CUDA device\n");
     return 1;

@@ -10,9 +10,8 @@
 // runs while the tensor cores still work on P_{n+1} V_{n+1} (intra-warpgroup overlap), and
 // the warpgroups (two, or three at head_dim 64: warpgroup_choice.h) take turns issuing their
 // GEMMs (named barriers 1 + wg), so one warpgroup's softmax overlaps the others' GEMMs
-// (inter-warpgroup ping-pong). Where two Q
-// stages allow, the same overlap continues across M tiles: the next tile's first S GEMM
-// goes before this tile's last P V (run(), kCrossTile).
+// (inter-warpgroup ping-pong). Where two Q stages allow, the same overlap continues across
+// M tiles: the next tile's first S GEMM goes before this tile's last P V (run(), kCrossTile).
 //
 // Register rules of wgmma (PTX ISA 9.7.15): accumulators and A registers belong to the
 // tensor cores from the wgmma until the wgmma_wait that covers it; ordinary writes to them

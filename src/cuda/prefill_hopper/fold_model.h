@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda/prefill_hopper/smem_layout.h"
+
 namespace flashpage::cuda::prefill_hopper {
 
 // The causal rank-major no-work-list schedule (ragged / sdpa) of uniform rows (non-causal ranges run
@@ -34,8 +36,8 @@ struct FoldModelShape {
 
 constexpr double kTileOverhead = 1.5;  // a tile's boundary, in 128-key K/V tiles
 // Query tokens per range: causal calls, the only ones folded, run on two math warpgroups
-// (warpgroup_choice.h), whose M tiles and ranges are 128 rows and tokens.
-constexpr int64_t kRangeTokens = 128;
+// (warpgroup_choice.h), whose ranges are one M tile's rows.
+constexpr int64_t kRangeTokens = m_tile_rows(2);
 
 // Cost of a row's query range of rank r (range tiles_per_row - 1 - r).
 inline double range_cost(const FoldModelShape& s, int64_t rank) {
