@@ -46,8 +46,9 @@ bool hopper_expected() {
 void expect_kernel(const std::string& what, int math_warpgroups = 0) {
   const char* ran = flashpage::cuda::last_prefill_kernel();
   std::printf("[ kernel ] %-7s %s\n", ran, what.c_str());
-  if (hopper_expected() && math_warpgroups > 0)
+  if (hopper_expected() && math_warpgroups > 0) {
     EXPECT_EQ(flashpage::cuda::prefill_hopper_last_math_warpgroups(), math_warpgroups) << what;
+  }
   if (hopper_expected()) {
     // "hopper_pairs": the same kernel on clusters of two blocks (FLASHPAGE_PREFILL_CLUSTER
     // builds, CudaClusterPairsRunWhereBuilt).
@@ -490,8 +491,8 @@ TEST(PrefillHopper, CudaPagedOddPageSizes) {
 }
 
 // Head_dim 64 calls without causal masking or a window run 192-row M tiles on three math
-// warpgroups (warpgroup_choice.h), and paged ones leave the plan's work list (the kernel cuts
-// the rows itself); the rest stay on two.
+// warpgroups where their rows do not pad the tiles away (warpgroup_choice.h), and paged ones
+// leave the plan's work list (the kernel cuts the rows itself); the rest stay on two.
 TEST(PrefillHopper, CudaThreeMathWarpgroups) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
@@ -501,11 +502,17 @@ TEST(PrefillHopper, CudaThreeMathWarpgroups) {
     // MHA, 150 rows: the third warpgroup holds 22.
     FP_CASE(run_sdpa(rng, {2, 3, 3, 150, 150, 64, t, false, -1, 0, 3}));
     FP_CASE(run_sdpa(rng, {1, 2, 2, 180, 330, 64, t, false, -1, 20.0f, 3}));  // soft cap
-    // 100 rows: the third warpgroup idle in the only tile.
-    FP_CASE(run_sdpa(rng, {2, 2, 2, 100, 260, 64, t, false, -1, 0, 3}));
-    // Two: causal; a window.
+    // 400 rows: the last tile's 16 leave the second and third warpgroups idle.
+    FP_CASE(run_sdpa(rng, {2, 2, 2, 400, 260, 64, t, false, -1, 0, 3}));
+    // Two: causal; a window; rows that pad 192-row tiles more than the third warpgroup gains
+    // (256 rows: two tiles of 192 against two of 128; 100: one of 192 against one of 128).
     FP_CASE(run_sdpa(rng, {1, 2, 2, 384, 384, 64, t, true, -1, 0, 2}));
     FP_CASE(run_sdpa(rng, {1, 2, 2, 384, 384, 64, t, false, 100, 0, 2}));
+    FP_CASE(run_sdpa(rng, {1, 2, 2, 256, 300, 64, t, false, -1, 0, 2}));
+    FP_CASE(run_sdpa(rng, {2, 2, 2, 100, 260, 64, t, false, -1, 0, 2}));
+    // 512 rows: three with K/V by TMA (pages of 16), two by cp.async (pages of 1).
+    FP_CASE(run_paged(rng, {{600, 512}, {}, 512, 16, 2, 2, 64, KvLayout::NHD, t, false, -1, 0, 3}));
+    FP_CASE(run_paged(rng, {{600, 512}, {}, 512, 1, 2, 2, 64, KvLayout::NHD, t, false, -1, 0, 2}));
     // Ragged rows, one empty, GQA 2.
     FP_CASE(run_ragged(rng, {{384, 400, 0, 370}, {}, 4, 2, 64, t, false, {}, 3}));
     // Ranges whose last tile leaves the second and third warpgroups without rows (16, 50, 20,

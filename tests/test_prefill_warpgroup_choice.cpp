@@ -1,6 +1,7 @@
 // Host check of the Hopper prefill's choice of math warpgroups
 // (src/cuda/prefill_hopper/warpgroup_choice.h): three only at head_dim 64 without causal
-// masking or a window. Pure host code.
+// masking or a window, and only for rows whose length does not pad the 192-row tiles away.
+// The row cases are the shapes session 35 measured (bench/NOTES.md). Pure host code.
 #include <gtest/gtest.h>
 
 #include "cuda/prefill_hopper/warpgroup_choice.h"
@@ -17,6 +18,13 @@ hp::WarpgroupCall call(int head_dim, bool causal, bool window) {
   return c;
 }
 
+hp::WarpgroupCall rows(int64_t row_tokens, bool kv_by_tma) {
+  hp::WarpgroupCall c = call(64, false, false);
+  c.row_tokens = row_tokens;
+  c.kv_by_tma = kv_by_tma;
+  return c;
+}
+
 TEST(PrefillWarpgroupChoice, ThreeOnlyForHeadDim64WithoutDiagonal) {
   EXPECT_EQ(hp::choose_math_warpgroups(call(64, false, false)), 3);
   EXPECT_EQ(hp::choose_math_warpgroups(call(64, true, false)), 2);
@@ -24,6 +32,36 @@ TEST(PrefillWarpgroupChoice, ThreeOnlyForHeadDim64WithoutDiagonal) {
   EXPECT_EQ(hp::choose_math_warpgroups(call(64, true, true)), 2);
   for (int d : {128, 256})
     for (bool causal : {false, true}) EXPECT_EQ(hp::choose_math_warpgroups(call(d, causal, false)), 2);
+}
+
+TEST(PrefillWarpgroupChoice, RowLengthDecidesAtHeadDim64) {
+  // Unknown rows keep three (the rule before rows were weighed).
+  EXPECT_EQ(hp::choose_math_warpgroups(rows(0, true)), 3);
+  EXPECT_EQ(hp::choose_math_warpgroups(rows(0, false)), 3);
+  // 256 rows fill two 192-row tiles but two 128-row ones: two, however K/V arrive.
+  EXPECT_EQ(hp::choose_math_warpgroups(rows(256, true)), 2);
+  EXPECT_EQ(hp::choose_math_warpgroups(rows(256, false)), 2);
+  // Rows shorter than a tile: 192 padded rows against 128.
+  EXPECT_EQ(hp::choose_math_warpgroups(rows(100, true)), 2);
+  EXPECT_EQ(hp::choose_math_warpgroups(rows(128, true)), 2);
+  // 512: three by TMA (contiguous, page 16), two by cp.async (page 1).
+  EXPECT_EQ(hp::choose_math_warpgroups(rows(512, true)), 3);
+  EXPECT_EQ(hp::choose_math_warpgroups(rows(512, false)), 2);
+  // Whole 192-row tiles and long rows: three.
+  for (bool tma : {true, false}) {
+    EXPECT_EQ(hp::choose_math_warpgroups(rows(768, tma)), 3);
+    EXPECT_EQ(hp::choose_math_warpgroups(rows(2048, tma)), 3);
+    EXPECT_EQ(hp::choose_math_warpgroups(rows(8192, tma)), 3);
+  }
+  // Row length never lifts other head sizes, causal calls or windows onto three.
+  for (int d : {128, 256}) {
+    hp::WarpgroupCall c = rows(768, true);
+    c.head_dim = d;
+    EXPECT_EQ(hp::choose_math_warpgroups(c), 2);
+  }
+  hp::WarpgroupCall c = rows(768, true);
+  c.causal = true;
+  EXPECT_EQ(hp::choose_math_warpgroups(c), 2);
 }
 
 TEST(PrefillWarpgroupChoice, TileRows) {

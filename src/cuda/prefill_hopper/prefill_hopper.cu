@@ -108,8 +108,9 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int math_warpgrou
 // FLASHPAGE_PREFILL_CAUSAL_ROW_MAJOR=0 orders causal ragged ranges rank-major (the order before
 //   session 31, folded where fold_model.h says it pays),
 // FLASHPAGE_PREFILL_MULTICAST=0 keeps a FLASHPAGE_PREFILL_CLUSTER build off clusters,
-// FLASHPAGE_PREFILL_THREE_WG=0 runs head_dim 64 on two math warpgroups everywhere
-//   (warpgroup_choice.h).
+// FLASHPAGE_PREFILL_THREE_WG=0 runs head_dim 64 on two math warpgroups everywhere, =1 on
+//   three wherever they apply whatever the rows (the rule before session 35), unset: the
+//   rule (warpgroup_choice.h).
 struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
@@ -120,7 +121,7 @@ struct HopperKnobs {
   bool row_major = true;
   bool causal_row_major = true;
   bool multicast = true;
-  bool three_wg = true;
+  int three_wg = -1;  // -1: the rule
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -164,12 +165,19 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   using prefill_hopper::HopperArgs;
   PrefillTcParams p = params;
   // Three math warpgroups (192-row M tiles) where they pay (warpgroup_choice.h).
+  prefill_hopper::KvTma kv_tma;
+  if (hopper_knobs().tma) kv_tma = prefill_hopper::make_kv_tma(p, hopper_knobs().tma_promotion);
   prefill_hopper::WarpgroupCall call;
   call.head_dim = p.head_dim;
   call.causal = p.causal;
   call.window = p.window_left >= 0;
+  call.row_tokens = p.qo_indptr == nullptr ? p.qo_len
+                    : p.batch_size > 0     ? p.num_qo_tokens / p.batch_size
+                                           : 0;
+  call.kv_by_tma = kv_tma.box_rows > 0;
+  if (hopper_knobs().three_wg == 1) call.row_tokens = 0;  // rows unweighed
   const int math_warpgroups =
-      hopper_knobs().three_wg ? prefill_hopper::choose_math_warpgroups(call) : 2;
+      hopper_knobs().three_wg != 0 ? prefill_hopper::choose_math_warpgroups(call) : 2;
   g_last_math_warpgroups = math_warpgroups;
   if (math_warpgroups == 3 && p.work_ints != nullptr) {
     // The planner's 64-token items would pair into 128-token ranges: the kernel cuts the
@@ -266,7 +274,7 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
     m.block_n = prefill_hopper::kv_tile_rows(p.head_dim);
     a.fold = prefill_hopper::fold_pays(m);
   }
-  if (hopper_knobs().tma) a.kv_tma = prefill_hopper::make_kv_tma(p, hopper_knobs().tma_promotion);
+  a.kv_tma = kv_tma;
 #if FLASHPAGE_PREFILL_O_TMA
   a.o_tma = prefill_hopper::make_o_tma(p);
   // The experiment says on stderr, for the first calls of a process, whether they store O by

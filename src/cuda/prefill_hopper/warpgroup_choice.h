@@ -1,6 +1,7 @@
 #pragma once
 // How many math warpgroups the Hopper prefill runs a call on (smem_layout.h): three, with
-// 192-row M tiles, at head_dim 64 without causal masking or a window; two everywhere else.
+// 192-row M tiles, at head_dim 64 without causal masking or a window where the rows' length
+// does not waste the gain in padding (below); two everywhere else.
 //
 // At head_dim 64 a warpgroup's softmax takes as long as its GEMMs, so with two warpgroups the
 // softmaxes overlap each other and the tensor cores idle; a third fills the gaps
@@ -15,7 +16,19 @@
 // 64-token items would pair into 128-token ranges (35-50% slower), and has the kernel cut
 // its rows into 192-token ranges as for ragged queries (prefill_hopper.cu).
 //
+// Padding (session 35, H100, 32/32/64 and 16/16/64 non-causal, three against two in one
+// binary): a row of L query tokens fills ceil(L / rows) M tiles, and a tile's idle rows still
+// cost most of a tile. 128 x 256 (two 192-row tiles for 256 rows) ran 1.4-1.55x faster on
+// two, contiguous and page 1. Where K/V come by cp.async (pages under 16 tokens: no TMA
+// boxes, kv_tma.h) the load warpgroup, cut to 32 registers on three, spills its row
+// addresses, and three gains less: page 1 64 x 512 ran 9-10% faster on two while contiguous
+// and page 16 stayed faster on three; 16 x 1024 level; 48 x 768, 8 x 2048 and 1 x 8192 7-16%
+// faster on three. So three where its padded rows, divided by its gain at whole tiles
+// (1.15 with K/V by TMA, 1.05 by cp.async), undercut two's.
+//
 // Plain host C++: tests/test_prefill_warpgroup_choice.cpp.
+#include <cstdint>
+
 #include "cuda/prefill_hopper/smem_layout.h"
 
 namespace flashpage::cuda::prefill_hopper {
@@ -23,11 +36,29 @@ namespace flashpage::cuda::prefill_hopper {
 struct WarpgroupCall {
   int head_dim = 128;
   bool causal = false;
-  bool window = false;  // window_left >= 0
+  bool window = false;     // window_left >= 0
+  int64_t row_tokens = 0;  // query tokens per row: exact when uniform, the mean of ragged
+                           // rows (the host does not know each); 0: unknown
+  bool kv_by_tma = true;   // K/V tiles by TMA boxes (kv_tma.h box_rows > 0)
 };
 
+// Three math warpgroups' speed over two at whole tiles, by how K/V arrive (measured above).
+inline constexpr double kThreeGainTma = 1.15;
+inline constexpr double kThreeGainCpAsync = 1.05;
+
+// Query rows a row of `tokens` occupies in M tiles of `tile_rows`.
+inline int64_t padded_rows(int64_t tokens, int tile_rows) {
+  return (tokens + tile_rows - 1) / tile_rows * tile_rows;
+}
+
 inline int choose_math_warpgroups(const WarpgroupCall& c) {
-  return c.head_dim == 64 && !c.causal && !c.window ? 3 : 2;
+  if (c.head_dim != 64 || c.causal || c.window) return 2;
+  if (c.row_tokens <= 0) return 3;
+  const double gain = c.kv_by_tma ? kThreeGainTma : kThreeGainCpAsync;
+  return double(padded_rows(c.row_tokens, m_tile_rows(3))) <
+                 gain * double(padded_rows(c.row_tokens, m_tile_rows(2)))
+             ? 3
+             : 2;
 }
 
 }  // namespace flashpage::cuda::prefill_hopper
