@@ -18,9 +18,11 @@ hp::WarpgroupCall call(int head_dim, bool causal, bool window) {
   return c;
 }
 
+// Self-attention rows: as many keys as query tokens.
 hp::WarpgroupCall rows(int64_t row_tokens, bool kv_by_tma) {
   hp::WarpgroupCall c = call(64, false, false);
   c.row_tokens = row_tokens;
+  c.row_keys = row_tokens;
   c.kv_by_tma = kv_by_tma;
   return c;
 }
@@ -50,9 +52,20 @@ TEST(PrefillWarpgroupChoice, RowLengthDecidesAtHeadDim64) {
   // Whole 192-row tiles and long rows: three.
   for (bool tma : {true, false}) {
     EXPECT_EQ(hp::choose_math_warpgroups(rows(768, tma)), 3);
+    EXPECT_EQ(hp::choose_math_warpgroups(rows(1280, tma)), 3);
     EXPECT_EQ(hp::choose_math_warpgroups(rows(2048, tma)), 3);
     EXPECT_EQ(hp::choose_math_warpgroups(rows(8192, tma)), 3);
   }
+  // By cp.async, rows of few keys stay on two even without padding (384 = 2 x 192 = 3 x 128),
+  // and 640 pads 192-row tiles by a fifth: two either way.
+  EXPECT_EQ(hp::choose_math_warpgroups(rows(384, true)), 3);
+  EXPECT_EQ(hp::choose_math_warpgroups(rows(384, false)), 2);
+  EXPECT_EQ(hp::choose_math_warpgroups(rows(640, true)), 2);
+  EXPECT_EQ(hp::choose_math_warpgroups(rows(640, false)), 2);
+  // 384 query rows over 4608 keys by cp.async: enough keys, no padding: three.
+  hp::WarpgroupCall cached = rows(384, false);
+  cached.row_keys = 4608;
+  EXPECT_EQ(hp::choose_math_warpgroups(cached), 3);
   // Row length never lifts other head sizes, causal calls or windows onto three.
   for (int d : {128, 256}) {
     hp::WarpgroupCall c = rows(768, true);

@@ -174,8 +174,9 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   call.row_tokens = p.qo_indptr == nullptr ? p.qo_len
                     : p.batch_size > 0     ? p.num_qo_tokens / p.batch_size
                                            : 0;
+  call.row_keys = p.batch_size > 0 ? p.kv_tokens / p.batch_size : 0;
   call.kv_by_tma = kv_tma.box_rows > 0;
-  if (hopper_knobs().three_wg == 1) call.row_tokens = 0;  // rows unweighed
+  if (hopper_knobs().three_wg == 1) call.row_tokens = call.row_keys = 0;  // rows unweighed
   const int math_warpgroups =
       hopper_knobs().three_wg != 0 ? prefill_hopper::choose_math_warpgroups(call) : 2;
   g_last_math_warpgroups = math_warpgroups;

@@ -23,8 +23,12 @@
 // boxes, kv_tma.h) the load warpgroup, cut to 32 registers on three, spills its row
 // addresses, and three gains less: page 1 64 x 512 ran 9-10% faster on two while contiguous
 // and page 16 stayed faster on three; 16 x 1024 level; 48 x 768, 8 x 2048 and 1 x 8192 7-16%
-// faster on three. So three where its padded rows, divided by its gain at whole tiles
-// (1.15 with K/V by TMA, 1.05 by cp.async), undercut two's.
+// faster on three. So three where its padded rows, divided by its gain at whole tiles, undercut
+// two's: 1.15 with K/V by TMA (row lengths 256-8192 imply 1.04-1.21). By cp.async the gain
+// grows with the keys a tile walks (its first K/V stages wait on the spilling load warpgroup):
+// 320 and 384 rows ran 5-6% faster on two with no padding either way, 640 13%, 768 and 1280
+// 6-16% faster on three, 896 and 1024 level; so by cp.async three needs rows of 768+ keys and
+// its padding under a gain of 1.10 (session 35, calls 1-4).
 //
 // Plain host C++: tests/test_prefill_warpgroup_choice.cpp.
 #include <cstdint>
@@ -39,12 +43,15 @@ struct WarpgroupCall {
   bool window = false;     // window_left >= 0
   int64_t row_tokens = 0;  // query tokens per row: exact when uniform, the mean of ragged
                            // rows (the host does not know each); 0: unknown
+  int64_t row_keys = 0;    // keys per row, the same way
   bool kv_by_tma = true;   // K/V tiles by TMA boxes (kv_tma.h box_rows > 0)
 };
 
-// Three math warpgroups' speed over two at whole tiles, by how K/V arrive (measured above).
+// Three math warpgroups' speed over two at whole tiles, by how K/V arrive (measured above),
+// and the keys per row below which cp.async K/V stay on two.
 inline constexpr double kThreeGainTma = 1.15;
-inline constexpr double kThreeGainCpAsync = 1.05;
+inline constexpr double kThreeGainCpAsync = 1.10;
+inline constexpr int64_t kThreeMinKeysCpAsync = 768;
 
 // Query rows a row of `tokens` occupies in M tiles of `tile_rows`.
 inline int64_t padded_rows(int64_t tokens, int tile_rows) {
@@ -53,6 +60,7 @@ inline int64_t padded_rows(int64_t tokens, int tile_rows) {
 
 inline int choose_math_warpgroups(const WarpgroupCall& c) {
   if (c.head_dim != 64 || c.causal || c.window) return 2;
+  if (!c.kv_by_tma && c.row_keys > 0 && c.row_keys < kThreeMinKeysCpAsync) return 2;
   if (c.row_tokens <= 0) return 3;
   const double gain = c.kv_by_tma ? kThreeGainTma : kThreeGainCpAsync;
   return double(padded_rows(c.row_tokens, m_tile_rows(3))) <
