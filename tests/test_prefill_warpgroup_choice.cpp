@@ -62,13 +62,6 @@ TEST(PrefillWarpgroupChoice, RowLengthDecidesAtHeadDim64) {
   EXPECT_EQ(hp::choose_math_warpgroups(rows(384, false)), 2);
   EXPECT_EQ(hp::choose_math_warpgroups(rows(640, true)), 2);
   EXPECT_EQ(hp::choose_math_warpgroups(rows(640, false)), 2);
-  // GQA packs a token's query heads into adjacent rows: 256 tokens of a group of 4 are 1024
-  // rows, 1152 in 192-row tiles against 1024 in 128-row ones, within the TMA gain.
-  hp::WarpgroupCall gqa = rows(256, true);
-  gqa.group = 4;
-  EXPECT_EQ(hp::choose_math_warpgroups(gqa), 3);
-  gqa.kv_by_tma = false;
-  EXPECT_EQ(hp::choose_math_warpgroups(gqa), 2);  // under 768 keys
   // 384 query rows over 4608 keys by cp.async: enough keys, no padding: three.
   hp::WarpgroupCall cached = rows(384, false);
   cached.row_keys = 4608;

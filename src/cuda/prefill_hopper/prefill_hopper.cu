@@ -169,7 +169,6 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   if (hopper_knobs().tma) kv_tma = prefill_hopper::make_kv_tma(p, hopper_knobs().tma_promotion);
   prefill_hopper::WarpgroupCall call;
   call.head_dim = p.head_dim;
-  call.group = p.num_kv_heads > 0 ? p.num_qo_heads / p.num_kv_heads : 1;
   call.causal = p.causal;
   call.window = p.window_left >= 0;
   call.row_tokens = p.qo_indptr == nullptr ? p.qo_len

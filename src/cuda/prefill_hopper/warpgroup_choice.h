@@ -12,15 +12,13 @@
 // slower in call 1 (a 192-row diagonal tile computes up to 192 masked keys of a row where
 // 128-row tiles compute up to 128); with each warpgroup skipping the K/V tiles its rows do
 // not see (call 4), 1 x 8192 and 8 x 2048 0-3% faster but 16 x 1024 5-11% and 64 x 512
-// 21-23% slower. So causal calls and windows (the same diagonal bands) stay on two. A paged
-// call on three leaves its work list, whose 64-token items would pair into 128-token ranges
-// (35-50% slower), and has the kernel cut its rows into 192-token ranges as for ragged
-// queries (prefill_hopper.cu).
+// 21-23% slower. So causal calls and windows (the same diagonal bands) stay on two. A paged call on three leaves its work list, whose
+// 64-token items would pair into 128-token ranges (35-50% slower), and has the kernel cut
+// its rows into 192-token ranges as for ragged queries (prefill_hopper.cu).
 //
 // Padding (session 35, H100, 32/32/64 and 16/16/64 non-causal, three against two in one
-// binary): a row of L query tokens of a KV head's `group` query heads is L x group packed rows
-// (scheduler.cuh) and fills ceil(L x group / rows) M tiles, and a tile's idle rows still cost
-// most of a tile. 128 x 256 (two 192-row tiles for 256 rows) ran 1.4-1.55x faster on
+// binary): a row of L query tokens fills ceil(L / rows) M tiles, and a tile's idle rows still
+// cost most of a tile. 128 x 256 (two 192-row tiles for 256 rows) ran 1.4-1.55x faster on
 // two, contiguous and page 1. Where K/V come by cp.async (pages under 16 tokens: no TMA
 // boxes, kv_tma.h) the load warpgroup, cut to 32 registers on three, spills its row
 // addresses, and three gains less: page 1 64 x 512 ran 9-10% faster on two while contiguous
@@ -41,7 +39,6 @@ namespace flashpage::cuda::prefill_hopper {
 
 struct WarpgroupCall {
   int head_dim = 128;
-  int group = 1;  // query heads per KV head
   bool causal = false;
   bool window = false;     // window_left >= 0
   int64_t row_tokens = 0;  // query tokens per row: exact when uniform, the mean of ragged
@@ -56,9 +53,9 @@ inline constexpr double kThreeGainTma = 1.15;
 inline constexpr double kThreeGainCpAsync = 1.10;
 inline constexpr int64_t kThreeMinKeysCpAsync = 768;
 
-// The M tile rows that `rows` packed query rows occupy in tiles of `tile_rows`.
-inline int64_t padded_rows(int64_t rows, int tile_rows) {
-  return (rows + tile_rows - 1) / tile_rows * tile_rows;
+// Query rows a row of `tokens` occupies in M tiles of `tile_rows`.
+inline int64_t padded_rows(int64_t tokens, int tile_rows) {
+  return (tokens + tile_rows - 1) / tile_rows * tile_rows;
 }
 
 inline int choose_math_warpgroups(const WarpgroupCall& c) {
@@ -66,9 +63,8 @@ inline int choose_math_warpgroups(const WarpgroupCall& c) {
   if (!c.kv_by_tma && c.row_keys > 0 && c.row_keys < kThreeMinKeysCpAsync) return 2;
   if (c.row_tokens <= 0) return 3;
   const double gain = c.kv_by_tma ? kThreeGainTma : kThreeGainCpAsync;
-  const int64_t packed = c.row_tokens * c.group;
-  return double(padded_rows(packed, m_tile_rows(3))) <
-                 gain * double(padded_rows(packed, m_tile_rows(2)))
+  return double(padded_rows(c.row_tokens, m_tile_rows(3))) <
+                 gain * double(padded_rows(c.row_tokens, m_tile_rows(2)))
              ? 3
              : 2;
 }
