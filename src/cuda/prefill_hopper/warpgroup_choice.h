@@ -28,7 +28,9 @@
 // grows with the keys a tile walks (its first K/V stages wait on the spilling load warpgroup):
 // 320 and 384 rows ran 5-6% faster on two with no padding either way, 640 13%, 768 and 1280
 // 6-16% faster on three, 896 and 1024 level; so by cp.async three needs rows of 768+ keys and
-// its padding under a gain of 1.10 (session 35, calls 1-4).
+// its padding under a gain of 1.10 (session 35, calls 1-4). Rows pad by query tokens whatever
+// the group: weighing a group's packed rows instead (GQA 4: 256 tokens = 1024 rows, 1152 in
+// 192-row tiles) predicted 32/8/64 128 x 256 level, and it ran 1.40x faster on two (call 5).
 //
 // Plain host C++: tests/test_prefill_warpgroup_choice.cpp.
 #include <cstdint>
