@@ -12,9 +12,10 @@
 // slower in call 1 (a 192-row diagonal tile computes up to 192 masked keys of a row where
 // 128-row tiles compute up to 128); with each warpgroup skipping the K/V tiles its rows do
 // not see (call 4), 1 x 8192 and 8 x 2048 0-3% faster but 16 x 1024 5-11% and 64 x 512
-// 21-23% slower. So causal calls and windows (the same diagonal bands) stay on two. A paged call on three leaves its work list, whose
-// 64-token items would pair into 128-token ranges (35-50% slower), and has the kernel cut
-// its rows into 192-token ranges as for ragged queries (prefill_hopper.cu).
+// 21-23% slower. So causal calls and windows (the same diagonal bands) stay on two. A paged
+// call on three leaves its work list, whose 64-token items would pair into 128-token ranges
+// (35-50% slower), and has the kernel cut its rows into 192-token ranges as for ragged
+// queries (prefill_hopper.cu).
 //
 // Padding (session 35, H100, 32/32/64 and 16/16/64 non-causal, three against two in one
 // binary): a row of L query tokens fills ceil(L / rows) M tiles, and a tile's idle rows still
