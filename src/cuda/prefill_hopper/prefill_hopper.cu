@@ -145,6 +145,12 @@ const HopperKnobs& hopper_knobs() {
   return knobs;
 }
 
+// Tokens per row from a total over `batch` rows, rounded up (the mean where only the device
+// knows each row); 0 when unknown.
+int64_t mean_per_row(int64_t total, int batch) {
+  return batch > 0 && total > 0 ? (total + batch - 1) / batch : 0;
+}
+
 thread_local bool g_last_ran_pairs = false;
 thread_local int g_last_math_warpgroups = 0;
 
@@ -171,10 +177,9 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   call.head_dim = p.head_dim;
   call.causal = p.causal;
   call.window = p.window_left >= 0;
-  call.row_tokens = p.qo_indptr == nullptr ? p.qo_len
-                    : p.batch_size > 0     ? p.num_qo_tokens / p.batch_size
-                                           : 0;
-  call.row_keys = p.batch_size > 0 ? p.kv_tokens / p.batch_size : 0;
+  call.row_tokens =
+      p.qo_indptr == nullptr ? p.qo_len : mean_per_row(p.num_qo_tokens, p.batch_size);
+  call.row_keys = mean_per_row(p.kv_tokens, p.batch_size);
   call.kv_by_tma = kv_tma.box_rows > 0;
   if (hopper_knobs().three_wg == 1) call.row_tokens = call.row_keys = 0;  // rows unweighed
   const int math_warpgroups =
@@ -264,8 +269,8 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   if (a.fold && !row_major_causal && p.batch_size > 0) {
     prefill_hopper::FoldModelShape m;
     m.batch = p.batch_size;
-    m.qo_len = p.max_qo_len >= 0 ? p.max_qo_len : (p.num_qo_tokens + p.batch_size - 1) / p.batch_size;
-    m.kv_len = p.kv_tokens > 0 ? (p.kv_tokens + p.batch_size - 1) / p.batch_size : m.qo_len;
+    m.qo_len = p.max_qo_len >= 0 ? p.max_qo_len : mean_per_row(p.num_qo_tokens, p.batch_size);
+    m.kv_len = p.kv_tokens > 0 ? mean_per_row(p.kv_tokens, p.batch_size) : m.qo_len;
     constexpr int64_t kFoldRange = prefill_hopper::kRangeTokens;
     m.tiles_per_row = (m.qo_len + kFoldRange - 1) / kFoldRange;
     m.kv_heads = p.num_kv_heads;
