@@ -205,7 +205,7 @@ TEST(Decode, CudaLongRows) {
 
 // Many KV heads per row: the streamed sm_90 kernel copies the rows of 8, 4, 2 or 1 KV heads
 // together (several head blocks per item at Hkv = 32; query groups above 16 take several
-// sub-units; blocks of fewer than 8 heads share each head between 2 or 4 warps, which write
+// sub-units; blocks of fewer than 8 heads share each head between 2, 4 or 8 warps, which write
 // a partial each or (by default; not with FLASHPAGE_DECODE_COMBINE=0) combine their states
 // in the block, on uncut rows and on the pieces of cut ones).
 TEST(Decode, CudaHeadBlocks) {
@@ -216,7 +216,8 @@ TEST(Decode, CudaHeadBlocks) {
   };
   for (const Heads& h : std::vector<Heads>{{8, 4, 128}, {8, 8, 64}, {32, 1, 128}, {4, 4, 256},
                                            {6, 2, 64}, {8, 32, 64}, {16, 2, 256}, {3, 5, 128},
-                                           {4, 4, 128}, {4, 8, 64}, {2, 20, 128}, {1, 8, 256}})
+                                           {4, 4, 128}, {4, 8, 64}, {2, 20, 128}, {1, 8, 256},
+                                           {1, 4, 128}})
     for (KvLayout layout : {KvLayout::NHD, KvLayout::HND})
       FP_CASE(run_decode(rng, {{0, 1, 15, 16, 17, 1000, 3000}, 16, h.hkv * h.group, h.hkv, h.d,
                                layout, rng.coin(0.5) ? DType::bf16 : DType::f16},
@@ -257,10 +258,16 @@ TEST(Decode, CudaHeadParts) {
   const bool combine = flashpage::stream_decode_combine();  // the planner's reading of its knob
   // combine_only: the expectation holds where warps sharing a head combine in the block
   // (and blocks of 2 or 4 KV heads get 8 warps): the default, FLASHPAGE_DECODE_COMBINE=0 not.
-  auto expect = [&](int64_t parts, bool uncut, bool combine_only = false) {
+  // one_head_only: the expectation needs blocks of one head on 8 warps as well (the default;
+  // not with FLASHPAGE_DECODE_ONE_HEAD_WIDE=0).
+  const bool one_head_wide = flashpage::stream_decode_one_head_wide();
+  auto expect = [&](int64_t parts, bool uncut, bool combine_only = false,
+                    bool one_head_only = false) {
     return [=](const Plan& plan) {
       // The split kernel's plans keep whole rows' heads together; the knobs change P.
-      if (!streamed || !default_policy || (combine_only && !combine)) return;
+      if (!streamed || !default_policy || (combine_only && !combine) ||
+          (one_head_only && !(combine && one_head_wide)))
+        return;
       EXPECT_EQ(plan.head_parts, parts);
       if (uncut) {
         EXPECT_EQ(plan.num_partials, 0) << "equal rows that fit the blocks were cut";
@@ -293,6 +300,11 @@ TEST(Decode, CudaHeadParts) {
                      cuda0(), ws, false, expect(2, true, true)));
   FP_CASE(run_decode(rng, {uniform(sms / 4, 333), 16, 64, 8, 128, KvLayout::HND, DType::f16, 200},
                      cuda0(), ws, false, expect(4, true, true)));
+  // Parts of one head (P = 8) on 8 warps, 8 per head: 128 uncut rows on 132 SMs.
+  FP_CASE(run_decode(rng, {uniform(sms / 8, 700), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
+                     cuda0(), ws, false, expect(8, true, true, true)));
+  FP_CASE(run_decode(rng, {uniform(sms / 8, 515), 16, 64, 8, 128, KvLayout::HND, DType::f16, 300},
+                     cuda0(), ws, false, expect(8, true, true, true)));
   // The same parts on rows of unequal lengths: cut, each piece's combined state one partial.
   FP_CASE(run_decode(rng, {ragged(sms / 2, 2000), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
                      cuda0(), ws, false, expect(2, false, true)));

@@ -190,6 +190,7 @@ TEST(StreamDecodePlan, HeadPartsPolicy) {
   // The default policy's expectations (the knob is read once per process).
   const char* mode = std::getenv("FLASHPAGE_DECODE_HEAD_PARTS");
   if (mode != nullptr && std::string(mode) != "1") GTEST_SKIP() << "FLASHPAGE_DECODE_HEAD_PARTS=" << mode;
+  if (!flashpage::stream_decode_one_head_wide()) GTEST_SKIP() << "FLASHPAGE_DECODE_ONE_HEAD_WIDE=0";
   // Groups of 4 (32/8/128): every wide block below keeps its combine at page 16.
   const auto parts = [](int64_t batch, int64_t hkv, int64_t d, int64_t page, bool wide) {
     return flashpage::stream_decode_head_parts(batch, hkv, d, 4, page, 132, wide);
@@ -201,18 +202,21 @@ TEST(StreamDecodePlan, HeadPartsPolicy) {
     EXPECT_EQ(parts(60, 16, 128, 16, wide), 2);   // 120 rows: within 10%
     EXPECT_EQ(parts(50, 16, 128, 16, wide), 1);   // 100 rows: cut anyway
     EXPECT_EQ(parts(64, 8, 256, 16, wide), 2);    // 4 heads a block at 256
-    EXPECT_EQ(parts(16, 8, 128, 16, wide), 1);    // 64 rows at most: cut anyway
     EXPECT_EQ(parts(128, 32, 128, 16, wide), 1);  // fills the blocks as it is
-    EXPECT_EQ(parts(64, 2, 128, 16, wide), 1);    // 1 head: 4 warps, 2 heads: 8 or 4 warps
     EXPECT_EQ(parts(64, 32, 128, 1, wide), 1);    // page 1: single-token copies
     EXPECT_EQ(parts(64, 32, 128, 12, wide), 1);   // no whole boxes
     EXPECT_EQ(parts(0, 32, 128, 16, wide), 1);
   }
-  // Wide: 4 or 2 heads on 8 warps, and at head_dim 256 (4 warps whatever the heads) parts
+  // Wide: 4, 2 or 1 heads on 8 warps, and at head_dim 256 (4 warps whatever the heads) parts
   // down to one head.
   EXPECT_EQ(parts(64, 8, 128, 16, true), 2);
   EXPECT_EQ(parts(32, 8, 128, 16, true), 4);
   EXPECT_EQ(parts(16, 32, 128, 16, true), 8);   // 128 rows of 4 heads
+  EXPECT_EQ(parts(16, 8, 128, 16, true), 8);    // 128 rows of 1 head on 8 warps, uncut
+  EXPECT_EQ(parts(64, 2, 128, 16, true), 2);
+  EXPECT_EQ(parts(8, 8, 128, 16, true), 1);     // 64 rows at most: cut anyway
+  EXPECT_EQ(parts(16, 8, 128, 16, false), 1);   // 2 heads on 4 warps at most
+  EXPECT_EQ(parts(64, 2, 128, 16, false), 1);   // 1 head: 4 warps, 2 heads: 4 warps
   EXPECT_EQ(parts(64, 2, 256, 16, true), 2);    // 1 head on 4 warps, as 2 heads
   EXPECT_EQ(parts(16, 8, 256, 16, true), 8);
   // Not wide: the blocks keep their heads.
@@ -245,6 +249,16 @@ TEST(StreamDecodePlan, BlockCombinesWhereTheRingKeepsItsStages) {
   const auto deep = T::block(4, 64, 1, T::planned_box_tokens(16), true);
   EXPECT_TRUE(deep.combine);
   EXPECT_LT(T::stages(4, 8, 64, 1, 8, true), T::stages(4, 8, 64, 1, 8, false));
+  // One head (session 36): 8 warps where the ring keeps 3 stages with the buffer (boxes of 8
+  // tokens, groups of 4: 32/8/128 at B = 16 in parts of one head), else the 4 of before:
+  // single-token boxes (128-token stages of 96 KB: 2 stages), or not asked for.
+  const auto one = T::block(1, 128, 4, T::planned_box_tokens(16), true, true);
+  EXPECT_TRUE(one.combine);
+  EXPECT_EQ(one.warps, 8);
+  EXPECT_EQ(T::stages(1, 8, 128, 4, 8, true), 3);
+  EXPECT_EQ(T::block(1, 128, 4, T::planned_box_tokens(1), true, true).warps, 4);
+  EXPECT_EQ(T::block(1, 128, 4, T::planned_box_tokens(16), true, false).warps, 4);
+  EXPECT_EQ(T::block(1, 256, 4, T::planned_box_tokens(16), true, true).warps, 4);
   // Off: the blocks before session 27.
   EXPECT_FALSE(T::block(4, 128, 4, 8, false).combine);
   EXPECT_EQ(T::block(4, 128, 4, 8, false).warps, 4);
@@ -268,7 +282,7 @@ TEST(StreamDecodePlan, NoSlotsLeavesRowsWhole) {
 
 // The ring's geometry (decode_tiling.h) for every block shape the kernel can get (any head
 // part, blocks of 2 or 4 heads on 8 warps or not), padded rows and TMA boxes: the consumer
-// warps are a kernel instance's (8 only up to head_dim 128) with at most 4 per head; the ring
+// warps are a kernel instance's (8 only up to head_dim 128) with at most 8 per head; the ring
 // and the combine buffer fit the shared-memory budget with at least two stages; for boxes,
 // rows stay 128-byte aligned, a stage holds whole boxes, and single-token boxes sit an odd
 // number of 128-byte rows apart (what makes 8 consecutive tokens fall in 8 swizzle phases).
@@ -278,17 +292,27 @@ TEST(StreamDecodePlan, RingGeometry) {
   for (int d : {64, 128, 256})
     for (int hkv : {1, 2, 3, 4, 8, 16, 32})
       for (int parts = 1; hkv % parts == 0; parts *= 2)
-        for (bool combine : {false, true}) {  // wide blocks come with the combine
+        for (int wide = 0; wide < 3; ++wide) {  // wide blocks come with the combine
+          // wide 2: one-head blocks may take 8 warps too, which block() grants by the ring
+          // (boxes of 8 tokens planned; box 0 is what runs where the driver refuses the maps).
           const int heads = T::heads_per_block(hkv / parts, d);
-          const int warps = T::consumer_warps(heads, d, combine);
           SCOPED_TRACE(::testing::Message() << "d=" << d << " hkv=" << hkv << " parts=" << parts
-                                            << " combine=" << combine);
-          EXPECT_TRUE(warps == 4 || (warps == 8 && d <= 128)) << warps << " warps";
-          EXPECT_EQ(warps % heads, 0);
-          EXPECT_LE(T::warps_per_head(heads, warps), 4);
+                                            << " wide=" << wide);
           for (int group = 1; group <= 32; ++group)
             for (int box : {0, 1, T::kTmaBoxTokens}) {
               SCOPED_TRACE(::testing::Message() << "group=" << group << " box=" << box);
+              bool combine = wide > 0;
+              int warps = T::consumer_warps(heads, d, combine);
+              if (wide == 2) {
+                const auto b = T::block(hkv / parts, d, group, box == 1 ? 1 : T::kTmaBoxTokens,
+                                        true, true);
+                EXPECT_EQ(b.heads, heads);
+                warps = b.warps;
+                combine = b.combine;
+              }
+              EXPECT_TRUE(warps == 4 || (warps == 8 && d <= 128)) << warps << " warps";
+              EXPECT_EQ(warps % heads, 0);
+              EXPECT_LE(T::warps_per_head(heads, warps), T::kMaxWarpsPerHead);
               const int stages = T::stages(heads, warps, d, group, box, combine);
               EXPECT_GE(stages, 2);
               EXPECT_LE(T::smem_bytes(heads, warps, d, group, box, combine, stages),

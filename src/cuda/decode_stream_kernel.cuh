@@ -57,13 +57,10 @@ struct StreamDecodeBlock {
   // Producer warps: 1 to kMaxProducerWarps at run time (args.producer_warps).
   static constexpr int kMaxProducerWarps = Tiling::max_producer_warps(kConsumerWarps);
   static constexpr int kMaxThreads = (kConsumerWarps + kMaxProducerWarps) * 32;
-  // Stage tokens per producer lane: a stage holds 16 tokens per warp sharing a head, at most
-  // 4 warps per head (1 KV head per block, 4 consumer warps): 64 tokens.
-  static constexpr int kTokensPerLane = 2;
-  static_assert(Tiling::stage_tokens(1, Tiling::consumer_warps(1, kHeadDim, true)) <=
-                    32 * kTokensPerLane &&
-                Tiling::stage_tokens(2, Tiling::consumer_warps(2, kHeadDim, true)) <=
-                    32 * kTokensPerLane);
+  // Stage tokens per producer lane: a stage holds 16 tokens per warp sharing a head, the
+  // most where one KV head has all the block's warps (128 tokens on 8 warps, 64 on 4).
+  static_assert(kConsumerWarps <= Tiling::kMaxWarpsPerHead && kConsumerWarps % 2 == 0);
+  static constexpr int kTokensPerLane = Tiling::stage_tokens(1, kConsumerWarps) / 32;
 
   const StreamDecodeArgs& a;
   uint32_t bars;       // full[stages], empty[stages], q_full, q_empty (8 bytes each)
@@ -614,8 +611,9 @@ void launch_stream_decode_warps(const StreamDecodeArgs& args, int grid, cudaStre
 template <class T, int kHeadDim>
 void launch_stream_decode(const StreamDecodeArgs& args, int grid, cudaStream_t stream) {
   const int warps = args.consumer_warps;
-  // Each head's warps split a stage's tokens (at most 4: kTokensPerLane) and combine.
-  check::require(warps % args.heads_per_block == 0 && warps / args.heads_per_block <= 4,
+  // Each head's warps split a stage's tokens (at most kMaxWarpsPerHead) and combine.
+  check::require(warps % args.heads_per_block == 0 &&
+                     warps / args.heads_per_block <= StreamDecodeTiling::kMaxWarpsPerHead,
                  "batch_decode: ", warps, " consumer warps cannot share ", args.heads_per_block,
                  " KV heads");
   if constexpr (kHeadDim <= 128) {

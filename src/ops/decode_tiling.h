@@ -65,15 +65,18 @@ struct StreamDecodeTiling {
     return 1;
   }
   // Consumer warps of a block of `heads` KV heads: one per head from 8 heads. Below 8, at
-  // head_dim <= 128 and `wide` (with the in-block combine), still 8: 2 or 4 warps per head
+  // head_dim <= 128 and `wide` (with the in-block combine), still 8: 2, 4 or 8 warps per head
   // split each stage's tokens and fold their states together in shared memory at the end of
   // a sub-unit (the combine buffer), so a block of 4 heads may stream as fast as one of 8
   // (blocks of 4 warps measured ~2% slower, NOTES.md session 24). Otherwise 4 (head_dim 256:
-  // the register file; 1 head: at most 4 warps per head, kTokensPerLane in the kernel).
-  static constexpr int consumer_warps(int heads, int head_dim, bool wide) {
+  // the register file). A block of one head gets 8 warps only with `one_head_wide` (block()
+  // decides it; session 36), else 4 as before.
+  static constexpr int consumer_warps(int heads, int head_dim, bool wide,
+                                      bool one_head_wide = false) {
     if (heads >= 8) return heads;
-    return wide && head_dim <= 128 && heads >= 2 ? 8 : kMinConsumerWarps;
+    return wide && head_dim <= 128 && (heads >= 2 || one_head_wide) ? 8 : kMinConsumerWarps;
   }
+  static constexpr int kMaxWarpsPerHead = 8;
   static constexpr int warps_per_head(int heads, int warps) { return warps / heads; }
   // The block a launch runs for parts of `part_heads` KV heads, and the partials each piece
   // of a row writes (one per warp of a head unless they combine in the block). The planner
@@ -89,11 +92,18 @@ struct StreamDecodeTiling {
   // boxes) lost a stage to the buffer (3 -> 2) and ran 5-9% slower than with per-warp
   // partials. box_tokens: what planned_box_tokens gives for the page size, so that planner
   // and launcher agree whatever the driver does with the tensor maps.
+  // `one_head_wide` (stream_decode_one_head_wide): a block of one KV head may run 8 warps
+  // (8 slices of a 128-token stage), so that a batch of B rows can take P = Hkv parts of one
+  // head each and fill the SMs uncut (32/8/128 at B = 16: 128 rows, no merge), where 4 warps
+  // would stream ~2% slower. Only where that ring keeps 3 stages with the buffer (not with
+  // single-token boxes, whose 128-token stages are 96 KB).
   static constexpr Block block(int part_heads, int head_dim, int group_size, int box_tokens,
-                               bool combine) {
+                               bool combine, bool one_head_wide = false) {
     const int heads = heads_per_block(part_heads, head_dim);
     if (combine) {
-      const int warps = consumer_warps(heads, head_dim, true);
+      const bool one_wide =
+          one_head_wide && heads == 1 && stages(1, 8, head_dim, group_size, box_tokens, true) >= 3;
+      const int warps = consumer_warps(heads, head_dim, true, one_wide);
       const int with = stages(heads, warps, head_dim, group_size, box_tokens, true);
       const int without = stages(heads, warps, head_dim, group_size, box_tokens, false);
       if (with >= (without < 3 ? without : 3)) return {heads, warps, true};

@@ -167,7 +167,8 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
                                                group, plan.page_size, blocks, combine);
     const StreamDecodeTiling::Block block = StreamDecodeTiling::block(
         int(plan.num_kv_heads / plan.head_parts), int(plan.head_dim), int(group),
-        StreamDecodeTiling::planned_box_tokens(plan.page_size), combine);
+        StreamDecodeTiling::planned_box_tokens(plan.page_size), combine,
+        combine && stream_decode_one_head_wide());
     StreamDecodeWork work =
         plan_stream_decode(lengths, plan.num_kv_heads, blocks, max_partials, plan.head_parts,
                            stream_decode_uncut_pct(), block.warp_partials());

@@ -107,7 +107,8 @@ int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t he
   if (mode == 0 || pct == 0 || batch < 1 || page_size % Tiling::kTmaBoxTokens != 0) return 1;
   const auto block = [&](int64_t parts) {
     return Tiling::block(int(num_kv_heads / parts), int(head_dim), int(group_size),
-                         Tiling::planned_box_tokens(page_size), wide);
+                         Tiling::planned_box_tokens(page_size), wide,
+                         wide && stream_decode_one_head_wide());
   };
   // Modes 1 and 3: only while a part's blocks keep their consumer warps (wide blocks) or
   // their KV heads (the policy before session 27); mode 2: also parts down to 4 KV heads on
@@ -134,6 +135,11 @@ int64_t stream_decode_uncut_pct() {
 bool stream_decode_combine() {
   static const bool combine = env_or("FLASHPAGE_DECODE_COMBINE", 1) != 0;
   return combine;
+}
+
+bool stream_decode_one_head_wide() {
+  static const bool wide = env_or("FLASHPAGE_DECODE_ONE_HEAD_WIDE", 1) != 0;
+  return wide;
 }
 
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int64_t num_kv_heads,

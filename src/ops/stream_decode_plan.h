@@ -58,5 +58,10 @@ int64_t stream_decode_uncut_pct();
 // head parts keep the blocks' warps. Off: each warp writes its own partial, blocks of fewer
 // than 8 heads have 4 warps, parts keep the blocks' heads (the kernel of before).
 bool stream_decode_combine();
+// On by default (session 36): with the combine, a block of one KV head (a head part of one
+// head, or Hkv = 1) runs 8 consumer warps where its ring keeps 3 stages
+// (StreamDecodeTiling::block), so parts may go down to one head. FLASHPAGE_DECODE_ONE_HEAD_WIDE=0:
+// 4 warps as before, and parts keep at least 2 heads.
+bool stream_decode_one_head_wide();
 
 }  // namespace flashpage
