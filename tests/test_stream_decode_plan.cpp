@@ -190,7 +190,6 @@ TEST(StreamDecodePlan, HeadPartsPolicy) {
   // The default policy's expectations (the knob is read once per process).
   const char* mode = std::getenv("FLASHPAGE_DECODE_HEAD_PARTS");
   if (mode != nullptr && std::string(mode) != "1") GTEST_SKIP() << "FLASHPAGE_DECODE_HEAD_PARTS=" << mode;
-  if (!flashpage::stream_decode_one_head_wide()) GTEST_SKIP() << "FLASHPAGE_DECODE_ONE_HEAD_WIDE=0";
   // Groups of 4 (32/8/128): every wide block below keeps its combine at page 16.
   const auto parts = [](int64_t batch, int64_t hkv, int64_t d, int64_t page, bool wide) {
     return flashpage::stream_decode_head_parts(batch, hkv, d, 4, page, 132, wide);
@@ -212,8 +211,11 @@ TEST(StreamDecodePlan, HeadPartsPolicy) {
   EXPECT_EQ(parts(64, 8, 128, 16, true), 2);
   EXPECT_EQ(parts(32, 8, 128, 16, true), 4);
   EXPECT_EQ(parts(16, 32, 128, 16, true), 8);   // 128 rows of 4 heads
-  EXPECT_EQ(parts(16, 8, 128, 16, true), 8);    // 128 rows of 1 head on 8 warps, uncut
-  EXPECT_EQ(parts(64, 2, 128, 16, true), 2);
+  // Parts of one head on 8 warps only with FLASHPAGE_DECODE_ONE_HEAD_WIDE=1 (off by default);
+  // without, one head has 4 warps and 8 KV heads stop at parts of 2 (64 rows: cut anyway).
+  const bool one_head = flashpage::stream_decode_one_head_wide();
+  EXPECT_EQ(parts(16, 8, 128, 16, true), one_head ? 8 : 1);  // 128 uncut rows of 1 head
+  EXPECT_EQ(parts(64, 2, 128, 16, true), one_head ? 2 : 1);
   EXPECT_EQ(parts(8, 8, 128, 16, true), 1);     // 64 rows at most: cut anyway
   EXPECT_EQ(parts(16, 8, 128, 16, false), 1);   // 2 heads on 4 warps at most
   EXPECT_EQ(parts(64, 2, 128, 16, false), 1);   // 1 head: 4 warps, 2 heads: 4 warps

@@ -58,10 +58,11 @@ int64_t stream_decode_uncut_pct();
 // head parts keep the blocks' warps. Off: each warp writes its own partial, blocks of fewer
 // than 8 heads have 4 warps, parts keep the blocks' heads (the kernel of before).
 bool stream_decode_combine();
-// On by default (session 36): with the combine, a block of one KV head (a head part of one
-// head, or Hkv = 1) runs 8 consumer warps where its ring keeps 3 stages
-// (StreamDecodeTiling::block), so parts may go down to one head. FLASHPAGE_DECODE_ONE_HEAD_WIDE=0:
-// 4 warps as before, and parts keep at least 2 heads.
+// Off by default until measured (session 36: its tests and memcheck pass on an H100, but the
+// device gave no time for the A/B). FLASHPAGE_DECODE_ONE_HEAD_WIDE=1: with the combine, a
+// block of one KV head (a head part of one head, or Hkv = 1) runs 8 consumer warps where its
+// ring keeps 3 stages (StreamDecodeTiling::block), so head parts may go down to one head
+// (32/8/128 at B = 16: 128 uncut rows, no merge). Off: 4 warps, parts of at least 2 heads.
 bool stream_decode_one_head_wide();
 
 }  // namespace flashpage
