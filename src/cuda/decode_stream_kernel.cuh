@@ -25,8 +25,8 @@
 // Consumer warp c serves KV head c % heads of the block and token slice c / heads of every
 // stage: per 16 tokens, S[16 query heads x 16] = Q.K^T on m16n8k16 MMAs, online softmax in
 // the log2 domain, O += P.V. Every K/V byte is read from HBM once for all query heads of its
-// group. Where several warps share a head (blocks of fewer than 8 KV heads: 2 or 4 warps per
-// head, each on its own 16-token slice of every stage), each writes its own partial for the
+// group. Where several warps share a head (blocks of fewer than 8 KV heads: 2, 4 or 8 warps
+// per head, each on its own 16-token slice of every stage), each writes its own partial for the
 // split merge, or, with args.combine (the default since session 27), they fold their states
 // into the head's first warp through shared memory (the combine buffer) at the end of a
 // sub-unit, and that warp alone writes the output or the item's partial.
@@ -202,7 +202,7 @@ struct StreamDecodeBlock {
                                                const uint8_t* v) const {
     const PageTableView& pt = a.d.pages;
     const int n = min(stage_tokens, su.hi - tile_lo);
-    // This lane's tokens (lane, lane + 32) and their pages, looked up before the wait for a
+    // This lane's tokens (lane, lane + 32, ...) and their pages, looked up before the wait for a
     // free stage, so the page-table loads' latency hides behind it.
     int64_t off[kTokensPerLane];
 #pragma unroll
@@ -243,7 +243,7 @@ struct StreamDecodeBlock {
     }
   }
 
-  // One stage of TMA boxes: lane j loads box j and j + 32, tokens tile_lo + j * box_tokens
+  // One stage of TMA boxes: lane j loads boxes j, j + 32, ..., tokens tile_lo + j * box_tokens
   // onwards, of K and of V (a box never crosses a page: tile_lo and the page size are
   // multiples of box_tokens). Boxes past the sub-unit's end are not loaded; rows past it in
   // the last box of 8 are whatever the page holds there, which the consumers mask (K) and

@@ -95,8 +95,10 @@ struct StreamDecodeTiling {
   // `one_head_wide` (stream_decode_one_head_wide): a block of one KV head may run 8 warps
   // (8 slices of a 128-token stage), so that a batch of B rows can take P = Hkv parts of one
   // head each and fill the SMs uncut (32/8/128 at B = 16: 128 rows, no merge), where 4 warps
-  // would stream ~2% slower. Only where that ring keeps 3 stages with the buffer (not with
-  // single-token boxes, whose 128-token stages are 96 KB).
+  // would stream ~2% slower. Only where that ring keeps 3 stages with the buffer, judged on
+  // the planned boxes (at head_dim 128: boxes of 8 and groups up to 8, not single-token boxes,
+  // whose 128-token stages are 96 KB; at 64 always). Where the driver refuses the maps, the
+  // bulk-copy ring of such a block may have 2 stages (groups 6-8 at head_dim 128).
   static constexpr Block block(int part_heads, int head_dim, int group_size, int box_tokens,
                                bool combine, bool one_head_wide = false) {
     const int heads = heads_per_block(part_heads, head_dim);
