@@ -161,14 +161,12 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
   if (kernel == DecodeKernel::stream) {
     // Persistent blocks, one per SM, each given an equal share of the tokens.
     const int64_t blocks = detail::cuda_sm_count(ws.device().index);
-    const bool combine = stream_decode_combine();
     const int64_t group = num_qo_heads / plan.num_kv_heads;
     plan.head_parts = stream_decode_head_parts(plan.batch_size, plan.num_kv_heads, plan.head_dim,
-                                               group, plan.page_size, blocks, combine);
-    const StreamDecodeTiling::Block block = StreamDecodeTiling::block(
-        int(plan.num_kv_heads / plan.head_parts), int(plan.head_dim), int(group),
-        StreamDecodeTiling::planned_box_tokens(plan.page_size), combine,
-        combine && stream_decode_one_head_wide());
+                                               group, plan.page_size, blocks,
+                                               stream_decode_combine());
+    const StreamDecodeTiling::Block block = stream_decode_block(
+        plan.num_kv_heads / plan.head_parts, plan.head_dim, group, plan.page_size);
     StreamDecodeWork work =
         plan_stream_decode(lengths, plan.num_kv_heads, blocks, max_partials, plan.head_parts,
                            stream_decode_uncut_pct(), block.warp_partials());

@@ -108,7 +108,7 @@ int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t he
   const auto block = [&](int64_t parts) {
     return Tiling::block(int(num_kv_heads / parts), int(head_dim), int(group_size),
                          Tiling::planned_box_tokens(page_size), wide,
-                         wide && stream_decode_one_head_wide());
+                         stream_decode_one_head_wide());
   };
   // Modes 1 and 3: only while a part's blocks keep their consumer warps (wide blocks) or
   // their KV heads (the policy before session 27); mode 2: also parts down to 4 KV heads on
@@ -140,6 +140,13 @@ bool stream_decode_combine() {
 bool stream_decode_one_head_wide() {
   static const bool wide = env_or("FLASHPAGE_DECODE_ONE_HEAD_WIDE", 0) != 0;
   return wide;
+}
+
+StreamDecodeTiling::Block stream_decode_block(int64_t part_heads, int64_t head_dim,
+                                              int64_t group_size, int64_t page_size) {
+  return Tiling::block(int(part_heads), int(head_dim), int(group_size),
+                       Tiling::planned_box_tokens(page_size), stream_decode_combine(),
+                       stream_decode_one_head_wide());
 }
 
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int64_t num_kv_heads,

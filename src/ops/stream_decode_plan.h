@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/decode_tiling.h"
 #include "ops/workspace.h"
 
 namespace flashpage {
@@ -64,5 +65,10 @@ bool stream_decode_combine();
 // ring keeps 3 stages (StreamDecodeTiling::block), so head parts may go down to one head
 // (32/8/128 at B = 16: 128 uncut rows, no merge). Off: 4 warps, parts of at least 2 heads.
 bool stream_decode_one_head_wide();
+// The block shape of a streamed launch over parts of `part_heads` KV heads (the process's
+// combine and one-head knobs, the boxes planned for the page size): the one derivation the
+// planner (plan.cpp) and the launcher (decode.cu) share, so they cannot disagree.
+StreamDecodeTiling::Block stream_decode_block(int64_t part_heads, int64_t head_dim,
+                                              int64_t group_size, int64_t page_size);
 
 }  // namespace flashpage

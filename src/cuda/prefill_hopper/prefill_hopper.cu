@@ -271,8 +271,8 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
     m.batch = p.batch_size;
     m.qo_len = p.max_qo_len >= 0 ? p.max_qo_len : mean_per_row(p.num_qo_tokens, p.batch_size);
     m.kv_len = p.kv_tokens > 0 ? mean_per_row(p.kv_tokens, p.batch_size) : m.qo_len;
-    constexpr int64_t kFoldRange = prefill_hopper::kRangeTokens;
-    m.tiles_per_row = (m.qo_len + kFoldRange - 1) / kFoldRange;
+    m.tiles_per_row =
+        (m.qo_len + prefill_hopper::kRangeTokens - 1) / prefill_hopper::kRangeTokens;
     m.kv_heads = p.num_kv_heads;
     m.head_band = a.head_band;
     m.subtiles = a.subtiles;
