@@ -79,9 +79,9 @@ for stage in $STAGES; do
       for v in ${DECODE_TEST_VARIANTS:-}; do decode_variant "${v%%=*}" "decode, ${v#*=}" "${v#*=}"; done
       default_producers=""
       [ "$variants" = 1 ] && default_producers="1 4"
-      # Blocks of one KV head on 8 warps (session 36; off by default until measured).
+      # Blocks of one KV head on 4 warps (the default before session 37).
       [ "${ONE_HEAD_TESTS:-$variants}" = 1 ] &&
-        decode_variant onehead "one-head blocks on 8 warps" FLASHPAGE_DECODE_ONE_HEAD_WIDE=1
+        decode_variant onehead4 "one-head blocks on 4 warps" FLASHPAGE_DECODE_ONE_HEAD_WIDE=0
       for p in ${PRODUCER_TESTS-$default_producers}; do
         decode_variant "producers$p" "decode, $p producer warps" FLASHPAGE_DECODE_PRODUCERS=$p
       done

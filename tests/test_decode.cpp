@@ -259,7 +259,7 @@ TEST(Decode, CudaHeadParts) {
   // combine_only: the expectation holds where warps sharing a head combine in the block
   // (and blocks of 2 or 4 KV heads get 8 warps): the default, FLASHPAGE_DECODE_COMBINE=0 not.
   // one_head_only: the expectation needs blocks of one head on 8 warps as well
-  // (FLASHPAGE_DECODE_ONE_HEAD_WIDE=1; off by default, where these cases run cut rows).
+  // (the default; with FLASHPAGE_DECODE_ONE_HEAD_WIDE=0 these cases run cut rows).
   const bool one_head_wide = flashpage::stream_decode_one_head_wide();
   auto expect = [&](int64_t parts, bool uncut, bool combine_only = false,
                     bool one_head_only = false) {
@@ -300,8 +300,8 @@ TEST(Decode, CudaHeadParts) {
                      cuda0(), ws, false, expect(2, true, true)));
   FP_CASE(run_decode(rng, {uniform(sms / 4, 333), 16, 64, 8, 128, KvLayout::HND, DType::f16, 200},
                      cuda0(), ws, false, expect(4, true, true)));
-  // With FLASHPAGE_DECODE_ONE_HEAD_WIDE=1, parts of one head (P = 8) on 8 warps, 8 per head:
-  // 128 uncut rows on 132 SMs. Off (the default), the same rows cut and merged.
+  // Parts of one head (P = 8) on 8 warps, 8 per head: 128 uncut rows on 132 SMs. With
+  // FLASHPAGE_DECODE_ONE_HEAD_WIDE=0, the same rows cut and merged.
   FP_CASE(run_decode(rng, {uniform(sms / 8, 700), 16, 32, 8, 128, KvLayout::NHD, DType::bf16},
                      cuda0(), ws, false, expect(8, true, true, true)));
   FP_CASE(run_decode(rng, {uniform(sms / 8, 515), 16, 64, 8, 128, KvLayout::HND, DType::f16, 300},

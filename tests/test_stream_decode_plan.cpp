@@ -211,8 +211,8 @@ TEST(StreamDecodePlan, HeadPartsPolicy) {
   EXPECT_EQ(parts(64, 8, 128, 16, true), 2);
   EXPECT_EQ(parts(32, 8, 128, 16, true), 4);
   EXPECT_EQ(parts(16, 32, 128, 16, true), 8);   // 128 rows of 4 heads
-  // Parts of one head on 8 warps only with FLASHPAGE_DECODE_ONE_HEAD_WIDE=1 (off by default);
-  // without, one head has 4 warps and 8 KV heads stop at parts of 2 (64 rows: cut anyway).
+  // Parts of one head on 8 warps (the default); with FLASHPAGE_DECODE_ONE_HEAD_WIDE=0 one
+  // head has 4 warps and 8 KV heads stop at parts of 2 (64 rows: cut anyway).
   const bool one_head = flashpage::stream_decode_one_head_wide();
   EXPECT_EQ(parts(16, 8, 128, 16, true), one_head ? 8 : 1);  // 128 uncut rows of 1 head
   EXPECT_EQ(parts(64, 2, 128, 16, true), one_head ? 2 : 1);

@@ -138,7 +138,7 @@ bool stream_decode_combine() {
 }
 
 bool stream_decode_one_head_wide() {
-  static const bool wide = env_or("FLASHPAGE_DECODE_ONE_HEAD_WIDE", 0) != 0;
+  static const bool wide = env_or("FLASHPAGE_DECODE_ONE_HEAD_WIDE", 1) != 0;
   return wide;
 }
 

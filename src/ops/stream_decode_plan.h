@@ -59,11 +59,11 @@ int64_t stream_decode_uncut_pct();
 // head parts keep the blocks' warps. Off: each warp writes its own partial, blocks of fewer
 // than 8 heads have 4 warps, parts keep the blocks' heads (the kernel of before).
 bool stream_decode_combine();
-// Off by default until measured (session 36: its tests and memcheck pass on an H100, but the
-// device gave no time for the A/B). FLASHPAGE_DECODE_ONE_HEAD_WIDE=1: with the combine, a
-// block of one KV head (a head part of one head, or Hkv = 1) runs 8 consumer warps where its
-// ring keeps 3 stages (StreamDecodeTiling::block), so head parts may go down to one head
-// (32/8/128 at B = 16: 128 uncut rows, no merge). Off: 4 warps, parts of at least 2 heads.
+// On by default (session 37, measured in-run: bench/NOTES.md). With the combine, a block of
+// one KV head (a head part of one head, or Hkv = 1) runs 8 consumer warps where its ring
+// keeps 3 stages (StreamDecodeTiling::block), so head parts may go down to one head
+// (32/8/128 at B = 16: 128 uncut rows, no merge). FLASHPAGE_DECODE_ONE_HEAD_WIDE=0: 4 warps,
+// parts of at least 2 heads (session 36's default).
 bool stream_decode_one_head_wide();
 // The block shape of a streamed launch over parts of `part_heads` KV heads (the process's
 // combine and one-head knobs, the boxes planned for the page size): the one derivation the
