@@ -70,7 +70,7 @@ struct StreamDecodeTiling {
   // a sub-unit (the combine buffer), so a block of 4 heads may stream as fast as one of 8
   // (blocks of 4 warps measured ~2% slower, NOTES.md session 24). Otherwise 4 (head_dim 256:
   // the register file). A block of one head gets 8 warps only with `one_head_wide` (block()
-  // decides it; session 36), else 4 as before.
+  // decides it; session 36), else 4 (FLASHPAGE_DECODE_ONE_HEAD_WIDE=0).
   static constexpr int consumer_warps(int heads, int head_dim, bool wide,
                                       bool one_head_wide = false) {
     if (heads >= 8) return heads;

@@ -63,7 +63,7 @@ bool stream_decode_combine();
 // one KV head (a head part of one head, or Hkv = 1) runs 8 consumer warps where its ring
 // keeps 3 stages (StreamDecodeTiling::block), so head parts may go down to one head
 // (32/8/128 at B = 16: 128 uncut rows, no merge). FLASHPAGE_DECODE_ONE_HEAD_WIDE=0: 4 warps,
-// parts of at least 2 heads (session 36's default).
+// parts of at least 2 heads (the default before session 37).
 bool stream_decode_one_head_wide();
 // The block shape of a streamed launch over parts of `part_heads` KV heads (the process's
 // combine and one-head knobs, the boxes planned for the page size): the one derivation the
