@@ -98,6 +98,15 @@ int64_t env_or(const char* name, int64_t fallback) {
   return v != nullptr ? std::atoll(v) : fallback;
 }
 
+// The block for parts of `part_heads` KV heads at this page size's planned boxes, with the
+// combine given (the process's knob, or the head-parts policy's `wide` under test).
+Tiling::Block block_for(int64_t part_heads, int64_t head_dim, int64_t group_size,
+                        int64_t page_size, bool combine) {
+  return Tiling::block(int(part_heads), int(head_dim), int(group_size),
+                       Tiling::planned_box_tokens(page_size), combine,
+                       stream_decode_one_head_wide());
+}
+
 }  // namespace
 
 int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t head_dim,
@@ -106,9 +115,7 @@ int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t he
   const int64_t pct = stream_decode_uncut_pct();
   if (mode == 0 || pct == 0 || batch < 1 || page_size % Tiling::kTmaBoxTokens != 0) return 1;
   const auto block = [&](int64_t parts) {
-    return Tiling::block(int(num_kv_heads / parts), int(head_dim), int(group_size),
-                         Tiling::planned_box_tokens(page_size), wide,
-                         stream_decode_one_head_wide());
+    return block_for(num_kv_heads / parts, head_dim, group_size, page_size, wide);
   };
   // Modes 1 and 3: only while a part's blocks keep their consumer warps (wide blocks) or
   // their KV heads (the policy before session 27); mode 2: also parts down to 4 KV heads on
@@ -144,9 +151,7 @@ bool stream_decode_one_head_wide() {
 
 StreamDecodeTiling::Block stream_decode_block(int64_t part_heads, int64_t head_dim,
                                               int64_t group_size, int64_t page_size) {
-  return Tiling::block(int(part_heads), int(head_dim), int(group_size),
-                       Tiling::planned_box_tokens(page_size), stream_decode_combine(),
-                       stream_decode_one_head_wide());
+  return block_for(part_heads, head_dim, group_size, page_size, stream_decode_combine());
 }
 
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int64_t num_kv_heads,
