@@ -113,12 +113,7 @@ int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t he
                                  int64_t group_size, int64_t page_size, int64_t blocks, bool wide) {
   static const int64_t mode = env_or("FLASHPAGE_DECODE_HEAD_PARTS", 1);
   const int64_t pct = stream_decode_uncut_pct();
-  // Mode 4 (an experiment, session 38): mode 1 at any page size, single-token boxes of fewer
-  // heads included (page 1's copies are then smaller: 512 B for one head at head_dim 256).
-  const bool any_page = mode == 4;
-  if (mode == 0 || pct == 0 || batch < 1 ||
-      (!any_page && page_size % Tiling::kTmaBoxTokens != 0))
-    return 1;
+  if (mode == 0 || pct == 0 || batch < 1 || page_size % Tiling::kTmaBoxTokens != 0) return 1;
   const auto block = [&](int64_t parts) {
     return block_for(num_kv_heads / parts, head_dim, group_size, page_size, wide);
   };

@@ -41,12 +41,13 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
 // of 8, 4 or 2 KV heads at head_dim <= 128, 4 at 256) or, not `wide`, their KV heads (the
 // policy before session 27), and only if the B * P virtual rows then fill the blocks to
 // within the uncut tolerance (else rows are cut anyway and P stays 1); only where pages hold
-// whole 8-token TMA boxes. Measured on an H100 (bench/NOTES.md, session 24): parts that
-// halved the blocks' heads *and warps* (8 -> 4) made 64 x 512 3.6-4.4% faster but
+// whole 8-token TMA boxes (page 1's single-token copies of fewer heads are smaller, and
+// page 1 is bound by their count: parts of one head at head_dim 256, 512-byte copies, ran
+// 14-22% slower on an H100, bench/NOTES.md session 38). Measured on an H100 (session 24):
+// parts that halved the blocks' heads *and warps* (8 -> 4) made 64 x 512 3.6-4.4% faster but
 // random-length batches 2% slower; wide blocks of 4 heads keep 8 warps (2 per head).
 // FLASHPAGE_DECODE_HEAD_PARTS=2 allows parts down to 4 KV heads whatever the warps; =3 also
-// gives parts to rows that are cut anyway (fewer partials per merged row); =4 is the default
-// policy at any page size (page 1 too: an experiment); =0 makes P 1. It
+// gives parts to rows that are cut anyway (fewer partials per merged row); =0 makes P 1. It
 // depends only on what a captured graph keeps across re-plans of one batch size, never on
 // the lengths. The blocks are StreamDecodeTiling::block's for the group size and page size.
 int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t head_dim,
