@@ -185,6 +185,11 @@ struct StreamKnobs {
   int producers = 2;
   // FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1: the merge reads the plan before its wait (above).
   bool merge_early_plan = false;
+  // FLASHPAGE_DECODE_CP_ASYNC=1: single-token boxes (pages not of whole 8-token boxes) filled
+  // by 16-byte cp.async from every producer lane, not one TMA box per token and K/V
+  // (StreamDecodeArgs::kv_cp_async; an experiment, off by default: page 1 is bound by its
+  // copy count, NOTES.md session 38).
+  bool cp_async = false;
 };
 const StreamKnobs& stream_knobs() {
   static const StreamKnobs knobs = [] {
@@ -197,6 +202,7 @@ const StreamKnobs& stream_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_DECODE_PRODUCERS")) k.producers = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_DECODE_MERGE_EARLY_PLAN"))
       k.merge_early_plan = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_DECODE_CP_ASYNC")) k.cp_async = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -357,6 +363,7 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
                      "tensor maps (page_size ", kv.page_size(), ", head_dim ", d, ")");
     }
     const int box_tokens = sa.kv_box_tokens;  // 0: the maps were refused or not asked for
+    sa.kv_cp_async = stream_knobs().cp_async && box_tokens == 1;
     sa.stages = StreamDecodeTiling::stages(heads, warps, d, args.group_size, box_tokens, combine);
     if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);
     sa.smem_bytes =

@@ -45,6 +45,9 @@ struct StreamDecodeArgs {
   CUtensorMap k_map{}, v_map{};
   DecodeArgs d;
   int32_t kv_box_tokens = 0;
+  // Single-token boxes' layout filled by 16-byte cp.async from every producer lane instead of
+  // TMA (FLASHPAGE_DECODE_CP_ASYNC=1, an experiment; kv_box_tokens 1 only).
+  bool kv_cp_async = false;
   int32_t heads_per_block = 1;  // KV heads streamed together
   int32_t consumer_warps = 4;   // StreamDecodeTiling::consumer_warps (the kernel's instance)
   bool combine = false;         // warps sharing a head combine in the block (stream_decode_combine)

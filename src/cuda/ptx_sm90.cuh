@@ -49,6 +49,15 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t
 #endif
 }
 
+// The barrier receives one arrival once all of this thread's earlier cp.async have landed.
+// .noinc: that arrival counts against the barrier's expected count (it is initialised with
+// the number of copying threads), rather than being balanced by an extra pending count.
+__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
+#ifdef FLASHPAGE_SM90_PTX
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
 // Spins until the phase of parity `parity` has completed (acquire: the data it guarded is
 // visible afterwards). A fresh barrier counts its (virtual) phase of parity 1 as complete,
 // so a producer's first wait on an "empty" barrier with parity 1 passes at once. The lanes

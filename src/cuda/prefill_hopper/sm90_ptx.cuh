@@ -44,14 +44,9 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
 #endif
 }
 
-// The barrier receives one arrival once all of this thread's earlier cp.async have landed.
-// .noinc: that arrival counts against the barrier's expected count (it is initialised with
-// the number of copying threads), rather than being balanced by an extra pending count.
-__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
-#if defined(FP_HOPPER_DEVICE)
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
+// One arrival once this thread's earlier cp.async have landed (ptx_sm90.cuh, shared with the
+// decode producer).
+using ptx::cp_async_arrive_noinc;
 
 __device__ __forceinline__ void cp_async_wait_all() {
 #if defined(FP_HOPPER_DEVICE)
