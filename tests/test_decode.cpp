@@ -313,7 +313,7 @@ TEST(Decode, CudaHeadParts) {
   FP_CASE(run_decode(rng, {uniform(sms / 2, 260), 16, 16, 2, 256, KvLayout::NHD, DType::bf16},
                      cuda0(), ws, false, expect(2, true, true)));
   // Page 1 (single-token boxes): no parts, cut rows. Parts of one head would halve the
-  // copies to 512 B, and page 1 is bound by their count: measured 14-22% slower on an H100
+  // copies to 512 B, and page 1 is bound by their count: measured 14-23% longer on an H100
   // (bench/NOTES.md, session 38).
   FP_CASE(run_decode(rng, {uniform(sms / 2, 260), 1, 16, 2, 256, KvLayout::NHD, DType::bf16},
                      cuda0(), ws, false, expect(1, false)));

@@ -43,7 +43,7 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
 // within the uncut tolerance (else rows are cut anyway and P stays 1); only where pages hold
 // whole 8-token TMA boxes (page 1's single-token copies of fewer heads are smaller, and
 // page 1 is bound by their count: parts of one head at head_dim 256, 512-byte copies, ran
-// 14-22% slower on an H100, bench/NOTES.md session 38). Measured on an H100 (session 24):
+// 14-23% longer on an H100, bench/NOTES.md session 38). Measured on an H100 (session 24):
 // parts that halved the blocks' heads *and warps* (8 -> 4) made 64 x 512 3.6-4.4% faster but
 // random-length batches 2% slower; wide blocks of 4 heads keep 8 warps (2 per head).
 // FLASHPAGE_DECODE_HEAD_PARTS=2 allows parts down to 4 KV heads whatever the warps; =3 also
