@@ -197,16 +197,13 @@ struct StreamDecodeBlock {
     return p;
   }
 
-  // One stage of padded token rows: a bulk copy per token of K and of V.
-  __device__ __forceinline__ void produce_rows(const SubUnit& su, int tile_lo,
-                                               const int32_t* row_pages, int stage,
-                                               uint32_t phase, uint64_t policy, const uint8_t* k,
-                                               const uint8_t* v) const {
+  // Byte offsets in the K/V pages of this lane's tokens (lane, lane + 32, ...) of the stage
+  // at tile_lo, at the block's first KV head; -1 from the n-th token on. Looked up before the
+  // wait for a free stage, so the page-table loads' latency hides behind it.
+  __device__ __forceinline__ void token_offsets(const SubUnit& su, int tile_lo,
+                                                const int32_t* row_pages, int n,
+                                                int64_t (&off)[kTokensPerLane]) const {
     const PageTableView& pt = a.d.pages;
-    const int n = min(stage_tokens, su.hi - tile_lo);
-    // This lane's tokens (lane, lane + 32, ...) and their pages, looked up before the wait for a
-    // free stage, so the page-table loads' latency hides behind it.
-    int64_t off[kTokensPerLane];
 #pragma unroll
     for (int i = 0; i < kTokensPerLane; ++i) {
       const int t = lane + 32 * i;
@@ -216,9 +213,20 @@ struct StreamDecodeBlock {
         pt.page_divisor.divmod(uint32_t(tile_lo + t), page_index, in_page);
         off[i] = (int64_t(row_pages[page_index]) * pt.stride_page +
                   int64_t(in_page) * pt.stride_token + int64_t(su.kv_head0) * pt.stride_head) *
-                 2;
+                 Tiling::kElemBytes;
       }
     }
+  }
+
+  // One stage of padded token rows: a bulk copy per token of K and of V.
+  __device__ __forceinline__ void produce_rows(const SubUnit& su, int tile_lo,
+                                               const int32_t* row_pages, int stage,
+                                               uint32_t phase, uint64_t policy, const uint8_t* k,
+                                               const uint8_t* v) const {
+    const PageTableView& pt = a.d.pages;
+    const int n = min(stage_tokens, su.hi - tile_lo);
+    int64_t off[kTokensPerLane];
+    token_offsets(su, tile_lo, row_pages, n, off);
     ptx::mbarrier_wait(empty_bar(stage), phase ^ 1u);
     if (lane == 0)
       ptx::mbarrier_arrive_expect_tx(full_bar(stage), uint32_t(2 * n * heads * kHeadBytes));
@@ -295,21 +303,12 @@ struct StreamDecodeBlock {
                                                  const int32_t* row_pages, int stage,
                                                  uint32_t phase, const uint8_t* k,
                                                  const uint8_t* v) const {
+    using Rows = SwizzledKvRows<kHeadDim, 1>;
     const PageTableView& pt = a.d.pages;
     const int n = min(stage_tokens, su.hi - tile_lo);
-    int64_t off[kTokensPerLane];  // the token's first element of the block's first KV head
-#pragma unroll
-    for (int i = 0; i < kTokensPerLane; ++i) {
-      const int t = lane + 32 * i;
-      off[i] = 0;
-      if (t < n) {
-        uint32_t page_index, in_page;
-        pt.page_divisor.divmod(uint32_t(tile_lo + t), page_index, in_page);
-        off[i] = int64_t(row_pages[page_index]) * pt.stride_page +
-                 int64_t(in_page) * pt.stride_token + int64_t(su.kv_head0) * pt.stride_head;
-      }
-    }
-    constexpr int kBlocks = kHeadDim / 64;  // 128-byte rows per head and token
+    int64_t off[kTokensPerLane];
+    token_offsets(su, tile_lo, row_pages, n, off);
+    constexpr int kBlocks = Rows::kColBlocks;  // 128-byte rows per head and token
     const int token_chunks = heads * kBlocks * 8;  // a power of two: heads is 1, 2, 4 or 8
     const int chunk_shift = __ffs(token_chunks) - 1;
     const int total = n * token_chunks;
@@ -328,11 +327,10 @@ struct StreamDecodeBlock {
       const int row = in_token >> 3, chunk = in_token & 7;
       const int h = row / kBlocks, block = row - h * kBlocks;
       const int64_t src =
-          (token_off + int64_t(h) * pt.stride_head + block * 64 + chunk * 8) * Tiling::kElemBytes;
-      const uint32_t row_off = uint32_t(t * box_stride + row * Tiling::kSwizzleRowBytes);
-      const uint32_t k_row = k_base + row_off, v_row = v_base + row_off;
-      ptx::cp_async_16(k_row + ((uint32_t(chunk) ^ ((k_row >> 7) & 7u)) << 4), k + src, true);
-      ptx::cp_async_16(v_row + ((uint32_t(chunk) ^ ((v_row >> 7) & 7u)) << 4), v + src, true);
+          token_off + (int64_t(h) * pt.stride_head + block * 64 + chunk * 8) * Tiling::kElemBytes;
+      const uint32_t row_off = Rows::row_offset(t, h, block, box_stride);
+      ptx::cp_async_16(Rows::chunk(k_base + row_off, uint32_t(chunk)), k + src, true);
+      ptx::cp_async_16(Rows::chunk(v_base + row_off, uint32_t(chunk)), v + src, true);
     }
     ptx::cp_async_arrive_noinc(full_bar(stage));
   }

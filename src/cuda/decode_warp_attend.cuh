@@ -51,10 +51,14 @@ struct SwizzledKvRows {
         v_row(v_base + row_offset((lane & 7) + ((lane >> 3) & 1) * 8, head_local, 0, box_stride)),
         k_half(uint32_t((lane >> 3) & 1)),
         v_half(uint32_t(lane >> 4)) {}
+  // Where 16-byte chunk j of the row at shared address `row` sits in the swizzle.
+  static __device__ __forceinline__ uint32_t chunk(uint32_t row, uint32_t j) {
+    return row + ((j ^ ((row >> 7) & 7u)) << 4);
+  }
   // Chunk 2 * step + half of the row at column block step / 4.
   static __device__ __forceinline__ uint32_t at(uint32_t row0, uint32_t half, int step) {
     const uint32_t row = row0 + uint32_t((step >> 2) * kBoxTokens * kRowBytes);
-    return row + (((uint32_t(2 * step & 7) | half) ^ ((row >> 7) & 7u)) << 4);
+    return chunk(row, uint32_t(2 * step & 7) | half);
   }
   __device__ __forceinline__ uint32_t k(int ks) const { return at(k_row, k_half, ks); }
   __device__ __forceinline__ uint32_t v(int nd) const { return at(v_row, v_half, nd); }
