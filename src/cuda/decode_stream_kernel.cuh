@@ -243,7 +243,7 @@ struct StreamDecodeBlock {
       } else {
         // HND (or strided heads): one copy per head.
         for (int h = 0; h < heads; ++h) {
-          const int64_t head_off = int64_t(h) * pt.stride_head * 2;
+          const int64_t head_off = int64_t(h) * pt.stride_head * Tiling::kElemBytes;
           copy(k_dst + at + uint32_t(h * kHeadBytes), k + off[i] + head_off, kHeadBytes,
                full_bar(stage), policy);
           copy(v_dst + at + uint32_t(h * kHeadBytes), v + off[i] + head_off, kHeadBytes,
