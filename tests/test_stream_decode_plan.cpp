@@ -270,6 +270,27 @@ TEST(StreamDecodePlan, BlockCombinesWhereTheRingKeepsItsStages) {
   EXPECT_EQ(T::block(4, 128, 4, 8, false).warps, 4);
 }
 
+// The producer warps a launch gets by default, on the shapes session 40 measured (H100,
+// in-run): page 1 takes one fewer than its ring's stages where that is more than 2 (8/1/128:
+// 3, 32/4/128: 4, each faster than 2), keeps 2 on a ring of 3 (16/2/256, slower on 3) and
+// where 8 consumer warps cap it (32/8/128); boxes of 8 tokens keep 2.
+TEST(StreamDecodePlan, DefaultProducerWarps) {
+  using T = flashpage::StreamDecodeTiling;
+  struct Case {
+    int hq, hkv, d, page, producers;
+  };
+  for (const Case c : {Case{8, 1, 128, 1, 3}, Case{32, 4, 128, 1, 4}, Case{16, 2, 256, 1, 2},
+                       Case{32, 8, 128, 1, 2}, Case{8, 1, 128, 16, 2}, Case{16, 1, 256, 16, 2},
+                       Case{32, 4, 128, 16, 2}}) {
+    SCOPED_TRACE(::testing::Message() << c.hq << "/" << c.hkv << "/" << c.d << " page " << c.page);
+    const int group = c.hq / c.hkv, box = T::planned_box_tokens(c.page);
+    const auto b = flashpage::stream_decode_block(c.hkv, c.d, group, c.page);
+    const int stages = T::stages(b.heads, b.warps, c.d, group, box, b.combine);
+    EXPECT_EQ(T::producer_warps(T::default_producer_warps(stages, box), b.warps, stages),
+              c.producers);
+  }
+}
+
 // Where each warp sharing a head writes its own partial, every row needs that many slots.
 TEST(StreamDecodePlan, TooFewSlotsForWarpPartialsIsAnError) {
   EXPECT_THROW(flashpage::plan_stream_decode({10, 10}, 2, 4, 3, 1, 0, 2), flashpage::Error);

@@ -181,15 +181,10 @@ struct StreamKnobs {
   // promoting each 128-byte row request to 256 bytes cost 6-8% of DRAM throughput (run 5).
   int tma_promotion = 0;
   // FLASHPAGE_DECODE_PRODUCERS=P: producer warps, clamped to what the kernel and the ring
-  // allow. 2 by default: page 1 at 16/2/256 +29%, 8-token boxes +0-2.5% over 1 (session 16).
-  int producers = 2;
+  // allow. 0 (the default): StreamDecodeTiling::default_producer_warps.
+  int producers = 0;
   // FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1: the merge reads the plan before its wait (above).
   bool merge_early_plan = false;
-  // FLASHPAGE_DECODE_CP_ASYNC=1: single-token boxes (pages not of whole 8-token boxes) filled
-  // by 16-byte cp.async from every producer lane, not one TMA box per token and K/V
-  // (StreamDecodeArgs::kv_cp_async; an experiment, off by default: page 1 is bound by its
-  // copy count, NOTES.md session 38).
-  bool cp_async = false;
 };
 const StreamKnobs& stream_knobs() {
   static const StreamKnobs knobs = [] {
@@ -202,7 +197,6 @@ const StreamKnobs& stream_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_DECODE_PRODUCERS")) k.producers = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_DECODE_MERGE_EARLY_PLAN"))
       k.merge_early_plan = std::atoi(v) != 0;
-    if (const char* v = std::getenv("FLASHPAGE_DECODE_CP_ASYNC")) k.cp_async = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -363,13 +357,15 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
                      "tensor maps (page_size ", kv.page_size(), ", head_dim ", d, ")");
     }
     const int box_tokens = sa.kv_box_tokens;  // 0: the maps were refused or not asked for
-    sa.kv_cp_async = stream_knobs().cp_async && box_tokens == 1;
     sa.stages = StreamDecodeTiling::stages(heads, warps, d, args.group_size, box_tokens, combine);
     if (stream_knobs().max_stages >= 2) sa.stages = std::min(sa.stages, stream_knobs().max_stages);
     sa.smem_bytes =
         StreamDecodeTiling::smem_bytes(heads, warps, d, args.group_size, box_tokens, combine,
                                        sa.stages);
-    sa.producer_warps = StreamDecodeTiling::producer_warps(stream_knobs().producers, warps, sa.stages);
+    const int producers = stream_knobs().producers > 0
+                              ? stream_knobs().producers
+                              : StreamDecodeTiling::default_producer_warps(sa.stages, box_tokens);
+    sa.producer_warps = StreamDecodeTiling::producer_warps(producers, warps, sa.stages);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;

@@ -53,10 +53,6 @@ struct StreamDecodeArgs {
   int32_t smem_bytes = 0;       // dynamic shared memory of the launch
   bool heads_contiguous = true; // a token's heads are adjacent (NHD): one copy per token
   bool l2_evict_first = true;   // K/V copies hint L2 to evict them first (read once a step)
-  // Single-token boxes' layout filled by 16-byte cp.async from every producer lane instead of
-  // TMA (FLASHPAGE_DECODE_CP_ASYNC=1, an experiment; kv_box_tokens 1 only). Beside the other
-  // flags, in their padding: the launch record keeps its size.
-  bool kv_cp_async = false;
   int32_t producer_warps = 1;   // warps filling the ring, stage by stage in turn
   // Timing experiments only (FLASHPAGE_DECODE_ABLATE, wrong results): bit 0 = consumers skip
   // the math (the producer's streaming alone), bit 1 = no merge launch, bit 2 = per-block

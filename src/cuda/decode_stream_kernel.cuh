@@ -13,9 +13,7 @@
 //    tokens (pages of a multiple of 8) or per token (other page sizes) of K and of V covering
 //    all the block's KV heads, into 128-byte-swizzled stages (rows 128 B-aligned,
 //    conflict-free ldmatrix); a sub-unit's stages start on a box boundary and the consumers
-//    mask the keys before its range and zero the V rows past its end (single-token boxes
-//    under FLASHPAGE_DECODE_CP_ASYNC=1, an experiment: the same layout filled by 16-byte
-//    cp.async from every producer lane instead, produce_chunks);
+//    mask the keys before its range and zero the V rows past its end;
 //  - otherwise: one bulk copy per token of K and of V covering the block's KV heads (their
 //    rows are adjacent in NHD pages; HND pages take one copy per head) into rows padded by
 //    16 B.
@@ -290,51 +288,6 @@ struct StreamDecodeBlock {
     }
   }
 
-  // One stage of single-token boxes by 16-byte cp.async (args.kv_cp_async, an experiment):
-  // the same stage layout as produce_boxes' TMA boxes of one token (rows of 128 B, head-major
-  // then 64-element column block, 16-byte chunk j of a row at j ^ row address bits 7-9), but
-  // issued by all 32 lanes through the load/store units instead of one copy-engine request
-  // per token and K/V, which bounds page 1 (NOTES.md sessions 15 and 38). Lane j looks up
-  // tokens j, j + 32, ... before the wait; each chunk's token offset comes from its lane by a
-  // shuffle (the chunks of one warp instruction never span tokens of two such registers).
-  // Every lane arrives on the stage's full barrier (initialised to 32 in this mode) once its
-  // copies have landed.
-  __device__ __forceinline__ void produce_chunks(const SubUnit& su, int tile_lo,
-                                                 const int32_t* row_pages, int stage,
-                                                 uint32_t phase, const uint8_t* k,
-                                                 const uint8_t* v) const {
-    using Rows = SwizzledKvRows<kHeadDim, 1>;
-    const PageTableView& pt = a.d.pages;
-    const int n = min(stage_tokens, su.hi - tile_lo);
-    int64_t off[kTokensPerLane];
-    token_offsets(su, tile_lo, row_pages, n, off);
-    constexpr int kBlocks = Rows::kColBlocks;  // 128-byte rows per head and token
-    const int token_chunks = heads * kBlocks * 8;  // a power of two: heads is 1, 2, 4 or 8
-    const int chunk_shift = __ffs(token_chunks) - 1;
-    const int total = n * token_chunks;
-    ptx::mbarrier_wait(empty_bar(stage), phase ^ 1u);
-    const uint32_t k_base = k_stage(stage), v_base = v_stage(stage);
-    for (int e0 = 0; e0 < total; e0 += 32) {
-      const int e = min(e0 + lane, total - 1);
-      const int t = e >> chunk_shift, in_token = e & (token_chunks - 1);
-      const int reg = t >> 5;  // the same for every lane of this instruction
-      int64_t mine = off[0];
-#pragma unroll
-      for (int i = 1; i < kTokensPerLane; ++i)
-        if (reg == i) mine = off[i];
-      const int64_t token_off = __shfl_sync(0xffffffffu, mine, t & 31);
-      if (e0 + lane >= total) continue;
-      const int row = in_token >> 3, chunk = in_token & 7;
-      const int h = row / kBlocks, block = row - h * kBlocks;
-      const int64_t src =
-          token_off + (int64_t(h) * pt.stride_head + block * 64 + chunk * 8) * Tiling::kElemBytes;
-      const uint32_t row_off = Rows::row_offset(t, h, block, box_stride);
-      ptx::cp_async_16(Rows::chunk(k_base + row_off, uint32_t(chunk)), k + src, true);
-      ptx::cp_async_16(Rows::chunk(v_base + row_off, uint32_t(chunk)), v + src, true);
-    }
-    ptx::cp_async_arrive_noinc(full_bar(stage));
-  }
-
   __device__ __forceinline__ void produce(const ProducerStart& start) {
     const int producer = warp - kConsumerWarps, producers = a.producer_warps;
     const uint64_t policy = ptx::l2_evict_first_policy();
@@ -373,9 +326,7 @@ struct StreamDecodeBlock {
 
         for (int tile_lo = su.start; tile_lo < su.hi; tile_lo += stage_tokens) {
           if (turn == producer) {
-            if (a.kv_cp_async)
-              produce_chunks(su, tile_lo, row_pages, stage, phase, k, v);
-            else if (box_tokens > 0)
+            if (box_tokens > 0)
               produce_boxes(su, tile_lo, row_pages, stage, phase, policy);
             else
               produce_rows(su, tile_lo, row_pages, stage, phase, policy, k, v);
@@ -616,7 +567,7 @@ struct StreamDecodeBlock {
     ptx::fence_proxy_async_shared();
     if (threadIdx.x == 0) {
       for (int s = 0; s < a.stages; ++s) {
-        ptx::mbarrier_init(full_bar(s), a.kv_cp_async ? 32 : 1);  // produce_chunks: every lane
+        ptx::mbarrier_init(full_bar(s), 1);
         ptx::mbarrier_init(empty_bar(s), kConsumerWarps);
       }
       ptx::mbarrier_init(q_full_bar(), 1);
