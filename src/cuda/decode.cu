@@ -181,8 +181,11 @@ struct StreamKnobs {
   // promoting each 128-byte row request to 256 bytes cost 6-8% of DRAM throughput (run 5).
   int tma_promotion = 0;
   // FLASHPAGE_DECODE_PRODUCERS=P: producer warps, clamped to what the kernel and the ring
-  // allow. 0 (the default): StreamDecodeTiling::default_producer_warps.
-  int producers = 0;
+  // allow; 2 by default. =0: StreamDecodeTiling::default_producer_warps' rule (page-1 rings
+  // of 4+ stages take more; faster where measured, session 40, but its 3- and 4-producer
+  // launches have not yet passed the decode tests on a GPU, so it waits for them to be the
+  // default).
+  int producers = 2;
   // FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1: the merge reads the plan before its wait (above).
   bool merge_early_plan = false;
 };
@@ -362,7 +365,7 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     sa.smem_bytes =
         StreamDecodeTiling::smem_bytes(heads, warps, d, args.group_size, box_tokens, combine,
                                        sa.stages);
-    const int producers = stream_knobs().producers > 0
+    const int producers = stream_knobs().producers != 0
                               ? stream_knobs().producers
                               : StreamDecodeTiling::default_producer_warps(sa.stages, box_tokens);
     sa.producer_warps = StreamDecodeTiling::producer_warps(producers, warps, sa.stages);
