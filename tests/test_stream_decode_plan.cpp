@@ -274,7 +274,7 @@ TEST(StreamDecodePlan, BlockCombinesWhereTheRingKeepsItsStages) {
 // measured (H100, in-run): page 1 takes one fewer than its ring's stages where that is more
 // than 2 (8/1/128: 3, 32/4/128: 4, each faster than 2), keeps 2 on a ring of 3 (16/2/256,
 // slower on 3) and where 8 consumer warps cap it (32/8/128); boxes of 8 tokens keep 2.
-TEST(StreamDecodePlan, DefaultProducerWarps) {
+TEST(StreamDecodePlan, ProducerWarpsByRing) {
   using T = flashpage::StreamDecodeTiling;
   struct Case {
     int hq, hkv, d, page, producers;
@@ -286,7 +286,7 @@ TEST(StreamDecodePlan, DefaultProducerWarps) {
     const int group = c.hq / c.hkv, box = T::planned_box_tokens(c.page);
     const auto b = flashpage::stream_decode_block(c.hkv, c.d, group, c.page);
     const int stages = T::stages(b.heads, b.warps, c.d, group, box, b.combine);
-    EXPECT_EQ(T::producer_warps(T::default_producer_warps(stages, box), b.warps, stages),
+    EXPECT_EQ(T::producer_warps(T::producer_warps_by_ring(stages, box), b.warps, stages),
               c.producers);
   }
 }

@@ -181,7 +181,7 @@ struct StreamKnobs {
   // promoting each 128-byte row request to 256 bytes cost 6-8% of DRAM throughput (run 5).
   int tma_promotion = 0;
   // FLASHPAGE_DECODE_PRODUCERS=P: producer warps, clamped to what the kernel and the ring
-  // allow; 2 by default. =0: StreamDecodeTiling::default_producer_warps' rule (page-1 rings
+  // allow; 2 by default. =0: the rule of StreamDecodeTiling::producer_warps_by_ring (page-1 rings
   // of 4+ stages take more; faster where measured, session 40, but its 3- and 4-producer
   // launches have not yet passed the decode tests on a GPU, so it waits for them to be the
   // default).
@@ -367,7 +367,7 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
                                        sa.stages);
     const int producers = stream_knobs().producers != 0
                               ? stream_knobs().producers
-                              : StreamDecodeTiling::default_producer_warps(sa.stages, box_tokens);
+                              : StreamDecodeTiling::producer_warps_by_ring(sa.stages, box_tokens);
     sa.producer_warps = StreamDecodeTiling::producer_warps(producers, warps, sa.stages);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;
