@@ -181,10 +181,9 @@ struct StreamKnobs {
   // promoting each 128-byte row request to 256 bytes cost 6-8% of DRAM throughput (run 5).
   int tma_promotion = 0;
   // FLASHPAGE_DECODE_PRODUCERS=P: producer warps, clamped to what the kernel and the ring
-  // allow; 2 by default. =0: the rule of StreamDecodeTiling::producer_warps_by_ring (page-1 rings
-  // of 4+ stages take more; faster where measured, session 40, but its 3- and 4-producer
-  // launches have not yet passed the decode tests on a GPU, so it waits for them to be the
-  // default).
+  // allow; 2 by default. =0: StreamDecodeTiling::producer_warps_by_ring (page-1 rings of 4+
+  // stages take more: faster where measured, session 40, but not the default until its 3- and
+  // 4-producer launches pass the decode tests on a GPU).
   int producers = 2;
   // FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1: the merge reads the plan before its wait (above).
   bool merge_early_plan = false;
