@@ -180,11 +180,10 @@ struct StreamKnobs {
   // FLASHPAGE_DECODE_TMA_PROMOTION=0|128|256: the K/V maps' L2 promotion. None by default:
   // promoting each 128-byte row request to 256 bytes cost 6-8% of DRAM throughput (run 5).
   int tma_promotion = 0;
-  // FLASHPAGE_DECODE_PRODUCERS=P: producer warps, clamped to what the kernel and the ring
-  // allow; 2 by default. =0: StreamDecodeTiling::producer_warps_by_ring (page-1 rings of 4+
-  // stages take more: faster where measured, session 40, but not the default until its 3- and
-  // 4-producer launches pass the decode tests on a GPU).
-  int producers = 2;
+  // FLASHPAGE_DECODE_PRODUCERS=P: P producer warps, clamped to what the kernel and the ring
+  // allow. 0 (the default): StreamDecodeTiling::producer_warps_by_ring, which gives page-1
+  // rings of 4+ stages more than 2 (sessions 40-41: faster, tests and memcheck pass).
+  int producers = 0;
   // FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1: the merge reads the plan before its wait (above).
   bool merge_early_plan = false;
 };
