@@ -366,7 +366,7 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     const int producers = stream_knobs().producers != 0
                               ? stream_knobs().producers
                               : StreamDecodeTiling::producer_warps_by_ring(sa.stages, box_tokens);
-    sa.producer_warps = StreamDecodeTiling::producer_warps(producers, warps, d, sa.stages);
+    sa.producer_warps = StreamDecodeTiling::producer_warps(producers, warps, sa.stages);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;

@@ -112,16 +112,16 @@ struct StreamDecodeTiling {
     }
     return {heads, consumer_warps(heads, head_dim, false), false};
   }
-  // Producer warps beside the consumers: up to 4, but 2 beside 8 consumer warps at head_dim
-  // 128 (320 threads leave that kernel the 168 registers it uses; at head_dim 64 it uses 126,
-  // which 384 threads leave it). Never more than the ring's stages: a producer then never
-  // runs a whole ring ahead of the consumers' releases it waits on.
-  static constexpr int max_producer_warps(int consumer_warps, int head_dim) {
-    return consumer_warps >= 8 && head_dim > 64 ? 2 : 4;
+  // Producer warps beside the consumers: up to 4, but 2 beside 8 consumer warps (320 threads
+  // leave the 8-consumer kernels their ~170 registers). Never more than the ring's stages: a
+  // producer then never runs a whole ring ahead of the consumers' releases it waits on.
+  static constexpr int max_producer_warps(int consumer_warps) {
+    return consumer_warps >= 8 ? 2 : 4;
   }
   // The producer warps the ring asks for (the default; FLASHPAGE_DECODE_PRODUCERS=P fixes P):
-  // 2 (page 1 at 16/2/256 +29% over 1, 8-token boxes +0-2.5%: session 16), but one fewer
-  // than the ring's stages where the boxes are single tokens. Those stages are bound by their copy count (one box per token and
+  // 2 (page 1 at 16/2/256 +29% over 1,
+  // 8-token boxes +0-2.5%: session 16), but one fewer than the ring's stages where the boxes
+  // are single tokens. Those stages are bound by their copy count (one box per token and
   // K/V), and a ring of 4-6 stages beside 4 consumer warps streams faster with more warps
   // issuing them: measured in-run on an H100 (bench/NOTES.md, session 40), page 1 at 8/1/128
   // (256-byte copies, 4 stages) +22-33% on 3 producers, 32/4/128 (1 KB, 6 stages) +2-6% on 4,
@@ -131,8 +131,8 @@ struct StreamDecodeTiling {
     return box_tokens == 1 && stages - 1 > 2 ? stages - 1 : 2;
   }
   // The producer warps a launch gets for `requested` (at least 1) and a ring of `stages`.
-  static constexpr int producer_warps(int requested, int warps, int head_dim, int stages) {
-    return std::clamp(requested, 1, std::min(max_producer_warps(warps, head_dim), stages));
+  static constexpr int producer_warps(int requested, int warps, int stages) {
+    return std::clamp(requested, 1, std::min(max_producer_warps(warps), stages));
   }
   static constexpr int stage_tokens(int heads, int warps) {
     return kSliceTokens * warps_per_head(heads, warps);
