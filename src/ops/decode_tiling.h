@@ -119,14 +119,14 @@ struct StreamDecodeTiling {
     return consumer_warps >= 8 ? 2 : 4;
   }
   // The producer warps the ring asks for (the default; FLASHPAGE_DECODE_PRODUCERS=P fixes P):
-  // 2 (page 1 at 16/2/256 +29% over 1,
-  // 8-token boxes +0-2.5%: session 16), but one fewer than the ring's stages where the boxes
-  // are single tokens. Those stages are bound by their copy count (one box per token and
-  // K/V), and a ring of 4-6 stages beside 4 consumer warps streams faster with more warps
-  // issuing them: measured in-run on an H100 (bench/NOTES.md, session 40), page 1 at 8/1/128
-  // (256-byte copies, 4 stages) +22-33% on 3 producers, 32/4/128 (1 KB, 6 stages) +2-6% on 4,
-  // while 16/2/256 (1 KB, 3 stages) ran 1-5% slower on 3; 8-token boxes gained nothing.
-  // Session 41 repeated it against 2 in one run (H100): 8/1/128 +17-24%, 32/4/128 +2-4%.
+  // 2 (page 1 at 16/2/256 +29% over 1, 8-token boxes +0-2.5%: session 16), but one fewer
+  // than the ring's stages where the boxes are single tokens. Those stages are bound by their
+  // copy count (one box per token and K/V), and a ring of 4-6 stages beside 4 consumer warps
+  // streams faster with more warps issuing them: measured in-run on an H100 (bench/NOTES.md,
+  // session 40), page 1 at 8/1/128 (256-byte copies, 4 stages) +22-33% on 3 producers,
+  // 32/4/128 (1 KB, 6 stages) +2-6% on 4, while 16/2/256 (1 KB, 3 stages) ran 1-5% slower on
+  // 3; 8-token boxes gained nothing. Session 41 repeated it against 2 in one run (H100):
+  // 8/1/128 +17-24%, 32/4/128 +2-4%.
   static constexpr int producer_warps_by_ring(int stages, int box_tokens) {
     return box_tokens == 1 && stages - 1 > 2 ? stages - 1 : 2;
   }
@@ -146,7 +146,9 @@ struct StreamDecodeTiling {
   static constexpr int token_row_bytes(int heads, int head_dim) {
     return heads * head_dim * kElemBytes + kRowPadBytes;
   }
-  static constexpr int query_row_bytes(int head_dim) { return head_dim * kElemBytes + kRowPadBytes; }
+  static constexpr int query_row_bytes(int head_dim) {
+    return head_dim * kElemBytes + kRowPadBytes;
+  }
   static constexpr int query_bytes(int heads, int head_dim, int group_size) {
     return heads * query_rows(group_size) * query_row_bytes(head_dim);
   }
