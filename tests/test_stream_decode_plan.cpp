@@ -270,10 +270,10 @@ TEST(StreamDecodePlan, BlockCombinesWhereTheRingKeepsItsStages) {
   EXPECT_EQ(T::block(4, 128, 4, 8, false).warps, 4);
 }
 
-// The producer warps the default rule gives, on the shapes session 40
-// measured (H100, in-run): page 1 takes one fewer than its ring's stages where that is more
-// than 2 (8/1/128: 3, 32/4/128: 4, each faster than 2), keeps 2 on a ring of 3 (16/2/256,
-// slower on 3) and where 8 consumer warps cap it (32/8/128); boxes of 8 tokens keep 2.
+// The producer warps the default rule gives, on the shapes sessions 40-41 measured (H100,
+// in-run): page 1 takes one fewer than its ring's stages where that is more than 2 (8/1/128:
+// 3, 32/4/128: 4, each faster than 2), keeps 2 on a ring of 3 (16/2/256, slower on 3) and
+// where 8 consumer warps cap it (32/8/128); boxes of 8 tokens keep 2.
 TEST(StreamDecodePlan, ProducerWarpsByRing) {
   using T = flashpage::StreamDecodeTiling;
   struct Case {
