@@ -286,8 +286,7 @@ TEST(StreamDecodePlan, ProducerWarpsByRing) {
     const int group = c.hq / c.hkv, box = T::planned_box_tokens(c.page);
     const auto b = flashpage::stream_decode_block(c.hkv, c.d, group, c.page);
     const int stages = T::stages(b.heads, b.warps, c.d, group, box, b.combine);
-    EXPECT_EQ(T::producer_warps(T::producer_warps_by_ring(stages, box), b.warps, stages),
-              c.producers);
+    EXPECT_EQ(T::producer_warps(0, b.warps, stages, box), c.producers);
   }
 }
 
@@ -347,9 +346,9 @@ TEST(StreamDecodePlan, RingGeometry) {
               EXPECT_EQ(T::combine_bytes(heads, warps, d, group, combine) % 128, 0);
               // Producer warps: at least one, never more than the ring's stages (a producer
               // must not run a whole ring ahead of the releases it waits on) nor the kernel's
-              // limit.
+              // limit, whether asked for (1-9) or by the ring's rule (0).
               for (int requested : {0, 1, 2, 3, 4, 9}) {
-                const int p = T::producer_warps(requested, warps, stages);
+                const int p = T::producer_warps(requested, warps, stages, box);
                 EXPECT_GE(p, 1);
                 EXPECT_LE(p, stages);
                 EXPECT_LE(p, T::max_producer_warps(warps));

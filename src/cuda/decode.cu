@@ -181,7 +181,7 @@ struct StreamKnobs {
   // promoting each 128-byte row request to 256 bytes cost 6-8% of DRAM throughput (run 5).
   int tma_promotion = 0;
   // FLASHPAGE_DECODE_PRODUCERS=P: P producer warps, clamped to what the kernel and the ring
-  // allow. 0 (the default): StreamDecodeTiling::producer_warps_by_ring, which gives page-1
+  // allow. 0 (the default): by StreamDecodeTiling::producer_warps_by_ring, which gives page-1
   // rings of 4+ stages more than 2 (sessions 40-41: faster, tests and memcheck pass).
   int producers = 0;
   // FLASHPAGE_DECODE_MERGE_EARLY_PLAN=1: the merge reads the plan before its wait (above).
@@ -363,10 +363,8 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     sa.smem_bytes =
         StreamDecodeTiling::smem_bytes(heads, warps, d, args.group_size, box_tokens, combine,
                                        sa.stages);
-    const int producers = stream_knobs().producers != 0
-                              ? stream_knobs().producers
-                              : StreamDecodeTiling::producer_warps_by_ring(sa.stages, box_tokens);
-    sa.producer_warps = StreamDecodeTiling::producer_warps(producers, warps, sa.stages);
+    sa.producer_warps =
+        StreamDecodeTiling::producer_warps(stream_knobs().producers, warps, sa.stages, box_tokens);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;

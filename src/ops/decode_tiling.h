@@ -130,8 +130,10 @@ struct StreamDecodeTiling {
   static constexpr int producer_warps_by_ring(int stages, int box_tokens) {
     return box_tokens == 1 && stages - 1 > 2 ? stages - 1 : 2;
   }
-  // The producer warps a launch gets for `requested` (at least 1) and a ring of `stages`.
-  static constexpr int producer_warps(int requested, int warps, int stages) {
+  // The producer warps a launch gets for `requested` (FLASHPAGE_DECODE_PRODUCERS; 0, the
+  // default: producer_warps_by_ring) and a ring of `stages` filled in boxes of `box_tokens`.
+  static constexpr int producer_warps(int requested, int warps, int stages, int box_tokens) {
+    if (requested == 0) requested = producer_warps_by_ring(stages, box_tokens);
     return std::clamp(requested, 1, std::min(max_producer_warps(warps), stages));
   }
   static constexpr int stage_tokens(int heads, int warps) {
