@@ -273,7 +273,8 @@ TEST(StreamDecodePlan, BlockCombinesWhereTheRingKeepsItsStages) {
 // The producer warps the default rule gives, on the shapes sessions 40-41 measured (H100,
 // in-run): page 1 takes one fewer than its ring's stages where that is more than 2 (8/1/128:
 // 3, 32/4/128: 4, each faster than 2), keeps 2 on a ring of 3 (16/2/256, slower on 3) and
-// where 8 consumer warps cap it (32/8/128); boxes of 8 tokens keep 2.
+// where 8 consumer warps cap it (32/8/128); boxes of 8 tokens keep 2. At head_dim 64, 8
+// consumer warps leave room for 4 (8/1/64 and 32/8/64 page 1).
 TEST(StreamDecodePlan, ProducerWarpsByRing) {
   using T = flashpage::StreamDecodeTiling;
   struct Case {
@@ -281,12 +282,13 @@ TEST(StreamDecodePlan, ProducerWarpsByRing) {
   };
   for (const Case c : {Case{8, 1, 128, 1, 3}, Case{32, 4, 128, 1, 4}, Case{16, 2, 256, 1, 2},
                        Case{32, 8, 128, 1, 2}, Case{8, 1, 128, 16, 2}, Case{16, 1, 256, 16, 2},
-                       Case{32, 4, 128, 16, 2}}) {
+                       Case{32, 4, 128, 16, 2}, Case{8, 1, 64, 1, 4}, Case{32, 8, 64, 1, 4},
+                       Case{8, 1, 64, 16, 2}}) {
     SCOPED_TRACE(::testing::Message() << c.hq << "/" << c.hkv << "/" << c.d << " page " << c.page);
     const int group = c.hq / c.hkv, box = T::planned_box_tokens(c.page);
     const auto b = flashpage::stream_decode_block(c.hkv, c.d, group, c.page);
     const int stages = T::stages(b.heads, b.warps, c.d, group, box, b.combine);
-    EXPECT_EQ(T::producer_warps(0, b.warps, stages, box), c.producers);
+    EXPECT_EQ(T::producer_warps(0, b.warps, c.d, stages, box), c.producers);
   }
 }
 
@@ -348,10 +350,10 @@ TEST(StreamDecodePlan, RingGeometry) {
               // must not run a whole ring ahead of the releases it waits on) nor the kernel's
               // limit, whether asked for (1-9) or by the ring's rule (0).
               for (int requested : {0, 1, 2, 3, 4, 9}) {
-                const int p = T::producer_warps(requested, warps, stages, box);
+                const int p = T::producer_warps(requested, warps, d, stages, box);
                 EXPECT_GE(p, 1);
                 EXPECT_LE(p, stages);
-                EXPECT_LE(p, T::max_producer_warps(warps));
+                EXPECT_LE(p, T::max_producer_warps(warps, d));
                 if (requested >= 1 && requested <= 2) {
                   EXPECT_EQ(p, requested);  // 2 always fit
                 }

@@ -364,7 +364,8 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
         StreamDecodeTiling::smem_bytes(heads, warps, d, args.group_size, box_tokens, combine,
                                        sa.stages);
     sa.producer_warps =
-        StreamDecodeTiling::producer_warps(stream_knobs().producers, warps, sa.stages, box_tokens);
+        StreamDecodeTiling::producer_warps(stream_knobs().producers, warps, d, sa.stages,
+                                           box_tokens);
     sa.l2_evict_first = stream_knobs().l2_hint;
     sa.ablate = stream_knobs().ablate;
     sa.heads_contiguous = args.pages.stride_head == plan.head_dim;

@@ -55,7 +55,7 @@ struct StreamDecodeBlock {
   static constexpr int kHeadBytes = kHeadDim * Tiling::kElemBytes;
   static constexpr int kQueryRowBytes = Tiling::query_row_bytes(kHeadDim);
   // Producer warps: 1 to kMaxProducerWarps at run time (args.producer_warps).
-  static constexpr int kMaxProducerWarps = Tiling::max_producer_warps(kConsumerWarps);
+  static constexpr int kMaxProducerWarps = Tiling::max_producer_warps(kConsumerWarps, kHeadDim);
   static constexpr int kMaxThreads = (kConsumerWarps + kMaxProducerWarps) * 32;
   // Stage tokens per producer lane: a stage holds 16 tokens per warp sharing a head, the
   // most where one KV head has all the block's warps (128 tokens on 8 warps, 64 on 4).

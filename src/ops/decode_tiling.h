@@ -112,11 +112,12 @@ struct StreamDecodeTiling {
     }
     return {heads, consumer_warps(heads, head_dim, false), false};
   }
-  // Producer warps beside the consumers: up to 4, but 2 beside 8 consumer warps (320 threads
-  // leave the 8-consumer kernels their ~170 registers). Never more than the ring's stages: a
-  // producer then never runs a whole ring ahead of the consumers' releases it waits on.
-  static constexpr int max_producer_warps(int consumer_warps) {
-    return consumer_warps >= 8 ? 2 : 4;
+  // Producer warps beside the consumers: up to 4, but 2 beside 8 consumer warps above head_dim
+  // 64 (320 threads leave those kernels the ~170 registers they use; at head_dim 64 the
+  // 8-consumer kernel uses 126, which 384 threads leave it). Never more than the ring's
+  // stages: a producer then never runs a whole ring ahead of the consumers' releases.
+  static constexpr int max_producer_warps(int consumer_warps, int head_dim) {
+    return consumer_warps >= 8 && head_dim > 64 ? 2 : 4;
   }
   // The producer warps the ring asks for (the default; FLASHPAGE_DECODE_PRODUCERS=P fixes P):
   // 2 (page 1 at 16/2/256 +29% over 1, 8-token boxes +0-2.5%: session 16), but one fewer
@@ -132,9 +133,10 @@ struct StreamDecodeTiling {
   }
   // The producer warps a launch gets for `requested` (FLASHPAGE_DECODE_PRODUCERS; 0, the
   // default: producer_warps_by_ring) and a ring of `stages` filled in boxes of `box_tokens`.
-  static constexpr int producer_warps(int requested, int warps, int stages, int box_tokens) {
+  static constexpr int producer_warps(int requested, int warps, int head_dim, int stages,
+                                      int box_tokens) {
     if (requested == 0) requested = producer_warps_by_ring(stages, box_tokens);
-    return std::clamp(requested, 1, std::min(max_producer_warps(warps), stages));
+    return std::clamp(requested, 1, std::min(max_producer_warps(warps, head_dim), stages));
   }
   static constexpr int stage_tokens(int heads, int warps) {
     return kSliceTokens * warps_per_head(heads, warps);
