@@ -265,6 +265,15 @@ TEST(StreamDecodePlan, BlockCombinesWhereTheRingKeepsItsStages) {
   EXPECT_EQ(T::block(1, 128, 4, T::planned_box_tokens(1), true, true).warps, 4);
   EXPECT_EQ(T::block(1, 128, 4, T::planned_box_tokens(16), true, false).warps, 4);
   EXPECT_EQ(T::block(1, 256, 4, T::planned_box_tokens(16), true, true).warps, 4);
+  // 16/2/128 at page 1 (session 42): 2 stages on 8 warps with the buffer, 5 on the 4-warp
+  // fallback, so the fallback; at page 16 the buffer leaves 8 warps 3 stages, so they combine.
+  const auto two_heads = T::block(2, 128, 8, T::planned_box_tokens(1), true);
+  EXPECT_FALSE(two_heads.combine);
+  EXPECT_EQ(two_heads.warps, 4);
+  EXPECT_EQ(T::stages(2, 8, 128, 8, 1, true), 2);
+  EXPECT_EQ(T::stages(2, 4, 128, 8, 1, false), 5);
+  EXPECT_TRUE(T::block(2, 128, 8, T::planned_box_tokens(16), true).combine);
+  EXPECT_EQ(T::block(2, 128, 8, T::planned_box_tokens(16), true).warps, 8);
   // Off: the blocks before session 27.
   EXPECT_FALSE(T::block(4, 128, 4, 8, false).combine);
   EXPECT_EQ(T::block(4, 128, 4, 8, false).warps, 4);

@@ -90,8 +90,11 @@ struct StreamDecodeTiling {
   // where its buffer leaves the ring 3 stages or all it would have without it: measured on an
   // H100 (bench/NOTES.md, session 28), 16/2/256 at page 1 (2 heads on 4 warps, single-token
   // boxes) lost a stage to the buffer (3 -> 2) and ran 5-9% slower than with per-warp
-  // partials. box_tokens: what planned_box_tokens gives for the page size, so that planner
-  // and launcher agree whatever the driver does with the tensor maps.
+  // partials. "Without it" counts the fallback's ring too (4 warps, per-warp partials): at
+  // head_dim 128 with single-token boxes, 2-head blocks (16/2/128) and 4-head blocks of
+  // groups 12-16 have 2 stages on 8 warps but 5 on 4, and ran 14-23% faster on 4 (session 42,
+  // H100, 16/2/128 page 1). box_tokens: what planned_box_tokens gives for the page size, so
+  // that planner and launcher agree whatever the driver does with the tensor maps.
   // `one_head_wide` (stream_decode_one_head_wide): a block of one KV head may run 8 warps
   // (8 slices of a 128-token stage), so that a batch of B rows can take P = Hkv parts of one
   // head each and fill the SMs uncut (32/8/128 at B = 16: 128 rows, no merge), where 4 warps
@@ -107,8 +110,11 @@ struct StreamDecodeTiling {
           one_head_wide && heads == 1 && stages(1, 8, head_dim, group_size, box_tokens, true) >= 3;
       const int warps = consumer_warps(heads, head_dim, true, one_wide);
       const int with = stages(heads, warps, head_dim, group_size, box_tokens, true);
-      const int without = stages(heads, warps, head_dim, group_size, box_tokens, false);
-      if (with >= (without < 3 ? without : 3)) return {heads, warps, true};
+      const int fallback_warps = consumer_warps(heads, head_dim, false);
+      const int without =
+          std::max(stages(heads, warps, head_dim, group_size, box_tokens, false),
+                   stages(heads, fallback_warps, head_dim, group_size, box_tokens, false));
+      if (with >= std::min(without, 3)) return {heads, warps, true};
     }
     return {heads, consumer_warps(heads, head_dim, false), false};
   }
