@@ -190,6 +190,13 @@ TEST(Decode, CudaPageSizes) {
   for (int64_t ps : {1, 3, 8, 16, 24, 64, 128, 256})
     for (KvLayout layout : {KvLayout::NHD, KvLayout::HND})
       FP_CASE(run_decode(rng, {{0, 1, ps, ps + 1, 700}, ps, 8, 2, 128, layout, DType::bf16}, cuda0()));
+  // Single-token boxes where the 4-warp blocks' deeper ring wins over the in-block combine
+  // (StreamDecodeTiling::block): 2 KV heads of a group of 16, 4 KV heads of a group of 16.
+  for (int64_t ps : {1, 5})
+    for (int64_t hkv : {2, 4})
+      FP_CASE(run_decode(rng, {{0, 1, ps + 1, 2000, 333}, ps, 16 * hkv, hkv, 128, KvLayout::NHD,
+                               DType::f16},
+                         cuda0()));
 }
 
 TEST(Decode, CudaLongRows) {
