@@ -105,18 +105,16 @@ struct StreamDecodeTiling {
   static constexpr Block block(int part_heads, int head_dim, int group_size, int box_tokens,
                                bool combine, bool one_head_wide = false) {
     const int heads = heads_per_block(part_heads, head_dim);
-    if (combine) {
-      const bool one_wide =
-          one_head_wide && heads == 1 && stages(1, 8, head_dim, group_size, box_tokens, true) >= 3;
-      const int warps = consumer_warps(heads, head_dim, true, one_wide);
-      const int with = stages(heads, warps, head_dim, group_size, box_tokens, true);
-      const int fallback_warps = consumer_warps(heads, head_dim, false);
-      const int without =
-          std::max(stages(heads, warps, head_dim, group_size, box_tokens, false),
-                   stages(heads, fallback_warps, head_dim, group_size, box_tokens, false));
-      if (with >= std::min(without, 3)) return {heads, warps, true};
-    }
-    return {heads, consumer_warps(heads, head_dim, false), false};
+    const Block fallback{heads, consumer_warps(heads, head_dim, false), false};
+    if (!combine) return fallback;
+    const bool one_wide =
+        one_head_wide && heads == 1 && stages(1, 8, head_dim, group_size, box_tokens, true) >= 3;
+    const int warps = consumer_warps(heads, head_dim, true, one_wide);
+    const int with = stages(heads, warps, head_dim, group_size, box_tokens, true);
+    const int without =
+        std::max(stages(heads, warps, head_dim, group_size, box_tokens, false),
+                 stages(heads, fallback.warps, head_dim, group_size, box_tokens, false));
+    return with >= std::min(without, 3) ? Block{heads, warps, true} : fallback;
   }
   // Producer warps beside the consumers: up to 4, but 2 beside 8 consumer warps above head_dim
   // 64 (320 threads leave those kernels the ~170 registers they use; at head_dim 64 the
