@@ -221,6 +221,12 @@ TEST(StreamDecodePlan, HeadPartsPolicy) {
   EXPECT_EQ(parts(16, 8, 128, 16, true), one_head ? 8 : 1);  // 128 uncut rows of 1 head
   EXPECT_EQ(parts(64, 2, 128, 16, true), one_head ? 2 : 1);
   EXPECT_EQ(parts(8, 8, 128, 16, true), 1);     // 64 rows at most: cut anyway
+  // The launch's block: a part of one head runs wide, a row of one KV head (Hkv = 1: cut
+  // into short items) keeps 4 warps (session 42).
+  const bool combine = flashpage::stream_decode_combine();
+  EXPECT_EQ(flashpage::stream_decode_block(8, 8, 128, 4, 16).warps, one_head && combine ? 8 : 4);
+  EXPECT_EQ(flashpage::stream_decode_block(1, 1, 128, 4, 16).warps, 4);
+  EXPECT_EQ(flashpage::stream_decode_block(1, 1, 64, 8, 16).warps, 4);
   EXPECT_EQ(parts(16, 8, 128, 16, false), 1);   // 2 heads on 4 warps at most
   EXPECT_EQ(parts(64, 2, 128, 16, false), 1);   // 1 head: 4 warps, 2 heads: 4 warps
   EXPECT_EQ(parts(64, 2, 256, 16, true), 2);    // 1 head on 4 warps, as 2 heads
@@ -295,7 +301,7 @@ TEST(StreamDecodePlan, ProducerWarpsByRing) {
                        Case{8, 1, 64, 16, 2}}) {
     SCOPED_TRACE(::testing::Message() << c.hq << "/" << c.hkv << "/" << c.d << " page " << c.page);
     const int group = c.hq / c.hkv, box = T::planned_box_tokens(c.page);
-    const auto b = flashpage::stream_decode_block(c.hkv, c.d, group, c.page);
+    const auto b = flashpage::stream_decode_block(c.hkv, 1, c.d, group, c.page);
     const int stages = T::stages(b.heads, b.warps, c.d, group, box, b.combine);
     EXPECT_EQ(T::producer_warps(0, b.warps, c.d, stages, box), c.producers);
   }

@@ -344,7 +344,7 @@ void batch_decode(const Workspace::Impl& ws, const Plan& plan, const Tensor& q, 
     const int d = int(plan.head_dim);
     const int planned_box = StreamDecodeTiling::planned_box_tokens(kv.page_size());
     const StreamDecodeTiling::Block block = stream_decode_block(
-        args.num_kv_heads / plan.head_parts, d, args.group_size, kv.page_size());
+        args.num_kv_heads, plan.head_parts, d, args.group_size, kv.page_size());
     const int heads = block.heads, warps = block.warps;
     const bool combine = block.combine;
     sa.heads_per_block = heads;

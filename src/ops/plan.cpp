@@ -166,7 +166,7 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
                                                group, plan.page_size, blocks,
                                                stream_decode_combine());
     const StreamDecodeTiling::Block block = stream_decode_block(
-        plan.num_kv_heads / plan.head_parts, plan.head_dim, group, plan.page_size);
+        plan.num_kv_heads, plan.head_parts, plan.head_dim, group, plan.page_size);
     StreamDecodeWork work =
         plan_stream_decode(lengths, plan.num_kv_heads, blocks, max_partials, plan.head_parts,
                            stream_decode_uncut_pct(), block.warp_partials());

@@ -99,12 +99,16 @@ int64_t env_or(const char* name, int64_t fallback) {
 }
 
 // The block for parts of `part_heads` KV heads at this page size's planned boxes, with the
-// combine given (the process's knob, or the head-parts policy's `wide` under test).
+// combine given (the process's knob, or the head-parts policy's `wide` under test). One-head
+// blocks run wide only as head parts (`parted`): those are the uncut rows session 37 made
+// them for (32/8/128 at B = 16). Rows of one KV head (Hkv = 1) are cut over the SMs into
+// short items, where 4 warps' 64-token stages won in-run on an H100 (session 42: 8/1/64
+// 64 x 512 +20% at page 1, +6% at page 16; 8/1/128 +8% at page 16; 64 x 4096 1-2% slower).
 Tiling::Block block_for(int64_t part_heads, int64_t head_dim, int64_t group_size,
-                        int64_t page_size, bool combine) {
+                        int64_t page_size, bool combine, bool parted) {
   return Tiling::block(int(part_heads), int(head_dim), int(group_size),
                        Tiling::planned_box_tokens(page_size), combine,
-                       stream_decode_one_head_wide());
+                       parted && stream_decode_one_head_wide());
 }
 
 }  // namespace
@@ -115,7 +119,7 @@ int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t he
   const int64_t pct = stream_decode_uncut_pct();
   if (mode == 0 || pct == 0 || batch < 1 || page_size % Tiling::kTmaBoxTokens != 0) return 1;
   const auto block = [&](int64_t parts) {
-    return block_for(num_kv_heads / parts, head_dim, group_size, page_size, wide);
+    return block_for(num_kv_heads / parts, head_dim, group_size, page_size, wide, parts > 1);
   };
   // Modes 1 and 3: only while a part's blocks keep their consumer warps (wide blocks) or
   // their KV heads (the policy before session 27); mode 2: also parts down to 4 KV heads on
@@ -149,9 +153,11 @@ bool stream_decode_one_head_wide() {
   return wide;
 }
 
-StreamDecodeTiling::Block stream_decode_block(int64_t part_heads, int64_t head_dim,
-                                              int64_t group_size, int64_t page_size) {
-  return block_for(part_heads, head_dim, group_size, page_size, stream_decode_combine());
+StreamDecodeTiling::Block stream_decode_block(int64_t num_kv_heads, int64_t head_parts,
+                                              int64_t head_dim, int64_t group_size,
+                                              int64_t page_size) {
+  return block_for(num_kv_heads / head_parts, head_dim, group_size, page_size,
+                   stream_decode_combine(), head_parts > 1);
 }
 
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int64_t num_kv_heads,

@@ -62,15 +62,18 @@ int64_t stream_decode_uncut_pct();
 // than 8 heads have 4 warps, parts keep the blocks' heads (the kernel of before).
 bool stream_decode_combine();
 // On by default (session 37, measured in-run: bench/NOTES.md). With the combine, a block of
-// one KV head (a head part of one head, or Hkv = 1) runs 8 consumer warps where its ring
-// keeps 3 stages (StreamDecodeTiling::block), so head parts may go down to one head
-// (32/8/128 at B = 16: 128 uncut rows, no merge). FLASHPAGE_DECODE_ONE_HEAD_WIDE=0: 4 warps,
-// parts of at least 2 heads (the default before session 37).
+// a head part of one KV head runs 8 consumer warps where its ring keeps 3 stages
+// (StreamDecodeTiling::block), so head parts may go down to one head (32/8/128 at B = 16:
+// 128 uncut rows, no merge); rows of one KV head (Hkv = 1) keep 4 (session 42).
+// FLASHPAGE_DECODE_ONE_HEAD_WIDE=0: 4 warps, parts of at least 2 heads (the default before
+// session 37).
 bool stream_decode_one_head_wide();
-// The block shape of a streamed launch over parts of `part_heads` KV heads (the process's
-// combine and one-head knobs, the boxes planned for the page size): the one derivation the
-// planner (plan.cpp) and the launcher (decode.cu) share, so they cannot disagree.
-StreamDecodeTiling::Block stream_decode_block(int64_t part_heads, int64_t head_dim,
-                                              int64_t group_size, int64_t page_size);
+// The block shape of a streamed launch over `head_parts` parts of `num_kv_heads` KV heads
+// (the process's combine and one-head knobs, the boxes planned for the page size): the one
+// derivation the planner (plan.cpp) and the launcher (decode.cu) share, so they cannot
+// disagree.
+StreamDecodeTiling::Block stream_decode_block(int64_t num_kv_heads, int64_t head_parts,
+                                              int64_t head_dim, int64_t group_size,
+                                              int64_t page_size);
 
 }  // namespace flashpage
