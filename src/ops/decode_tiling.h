@@ -116,12 +116,12 @@ struct StreamDecodeTiling {
                  stages(heads, fallback.warps, head_dim, group_size, box_tokens, false));
     return with >= std::min(without, 3) ? Block{heads, warps, true} : fallback;
   }
-  // Producer warps beside the consumers: up to 4, but 3 beside 8 consumer warps above head_dim
-  // 64 (352 threads leave those kernels the 168 registers they use, by ptxas; at head_dim 64
-  // the 8-consumer kernel uses 126, which 384 threads leave it). Never more than the ring's
+  // Producer warps beside the consumers: up to 4, but 2 beside 8 consumer warps above head_dim
+  // 64 (320 threads leave those kernels the ~170 registers they use; at head_dim 64 the
+  // 8-consumer kernel uses 126, which 384 threads leave it). Never more than the ring's
   // stages: a producer then never runs a whole ring ahead of the consumers' releases.
   static constexpr int max_producer_warps(int consumer_warps, int head_dim) {
-    return consumer_warps >= 8 && head_dim > 64 ? 3 : 4;
+    return consumer_warps >= 8 && head_dim > 64 ? 2 : 4;
   }
   // The producer warps the ring asks for (the default; FLASHPAGE_DECODE_PRODUCERS=P fixes P):
   // 2 (page 1 at 16/2/256 +29% over 1, 8-token boxes +0-2.5%: session 16), but one fewer
