@@ -98,17 +98,18 @@ int64_t env_or(const char* name, int64_t fallback) {
   return v != nullptr ? std::atoll(v) : fallback;
 }
 
-// The block for parts of `part_heads` KV heads at this page size's planned boxes, with the
-// combine given (the process's knob, or the head-parts policy's `wide` under test). One-head
-// blocks run wide only as head parts (`parted`): those are the uncut rows session 37 made
-// them for (32/8/128 at B = 16). Rows of one KV head (Hkv = 1) are cut over the SMs into
-// short items, where 4 warps' 64-token stages won in-run on an H100 (session 42: 8/1/64
-// 64 x 512 +20% at page 1, +6% at page 16; 8/1/128 +8% at page 16; 64 x 4096 1-2% slower).
-Tiling::Block block_for(int64_t part_heads, int64_t head_dim, int64_t group_size,
-                        int64_t page_size, bool combine, bool parted) {
-  return Tiling::block(int(part_heads), int(head_dim), int(group_size),
+// The block for `head_parts` parts of `num_kv_heads` KV heads at this page size's planned
+// boxes, with the combine given (the process's knob, or the head-parts policy's `wide` under
+// test). One-head blocks run wide only as head parts: those are the uncut rows session 37 made
+// them for (32/8/128 at B = 16). Unparted one-head blocks (Hkv = 1, or odd Hkv) stream rows
+// cut over the SMs into short items, where 4 warps' 64-token stages won in-run on an H100
+// (session 42: 8/1/64 64 x 512 +20% at page 1; 8/1/128 +8% at page 16; 64 x 4096 1-2%
+// slower; tested as the default in session 43).
+Tiling::Block block_for(int64_t num_kv_heads, int64_t head_parts, int64_t head_dim,
+                        int64_t group_size, int64_t page_size, bool combine) {
+  return Tiling::block(int(num_kv_heads / head_parts), int(head_dim), int(group_size),
                        Tiling::planned_box_tokens(page_size), combine,
-                       parted && stream_decode_one_head_wide());
+                       head_parts > 1 && stream_decode_one_head_wide());
 }
 
 }  // namespace
@@ -119,7 +120,7 @@ int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t he
   const int64_t pct = stream_decode_uncut_pct();
   if (mode == 0 || pct == 0 || batch < 1 || page_size % Tiling::kTmaBoxTokens != 0) return 1;
   const auto block = [&](int64_t parts) {
-    return block_for(num_kv_heads / parts, head_dim, group_size, page_size, wide, parts > 1);
+    return block_for(num_kv_heads, parts, head_dim, group_size, page_size, wide);
   };
   // Modes 1 and 3: only while a part's blocks keep their consumer warps (wide blocks) or
   // their KV heads (the policy before session 27); mode 2: also parts down to 4 KV heads on
@@ -156,8 +157,8 @@ bool stream_decode_one_head_wide() {
 StreamDecodeTiling::Block stream_decode_block(int64_t num_kv_heads, int64_t head_parts,
                                               int64_t head_dim, int64_t group_size,
                                               int64_t page_size) {
-  return block_for(num_kv_heads / head_parts, head_dim, group_size, page_size,
-                   stream_decode_combine(), head_parts > 1);
+  return block_for(num_kv_heads, head_parts, head_dim, group_size, page_size,
+                   stream_decode_combine());
 }
 
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int64_t num_kv_heads,

@@ -64,7 +64,8 @@ bool stream_decode_combine();
 // On by default (session 37, measured in-run: bench/NOTES.md). With the combine, a block of
 // a head part of one KV head runs 8 consumer warps where its ring keeps 3 stages
 // (StreamDecodeTiling::block), so head parts may go down to one head (32/8/128 at B = 16:
-// 128 uncut rows, no merge); rows of one KV head (Hkv = 1) keep 4 (session 42).
+// 128 uncut rows, no merge); unparted one-head blocks (Hkv = 1, or odd Hkv) keep 4
+// (sessions 42-43).
 // FLASHPAGE_DECODE_ONE_HEAD_WIDE=0: 4 warps, parts of at least 2 heads (the default before
 // session 37).
 bool stream_decode_one_head_wide();
