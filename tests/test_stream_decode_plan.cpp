@@ -146,6 +146,46 @@ TEST(StreamDecodePlan, HeadPartsCoverEveryVirtualRow) {
   }
 }
 
+// The block records the kernel starts from (workspace.h): each block's item range, its first
+// item, and the first page of that item's batch row, read from a page table whose indptr
+// follows the lengths at a random page size; blocks without items hold zeros past the range.
+TEST(StreamDecodePlan, BlockRecordsNameEachBlocksStart) {
+  FP_SEEDED_RNG(rng);
+  constexpr size_t kRecord = size_t(flashpage::Workspace::Impl::kBlockRecordInts);
+  for (int i = 0; i < 100; ++i) {
+    const int64_t blocks = rng.pick(std::vector<int64_t>{132, 33, 7});
+    const int64_t batch = rng.integer(1, 200);
+    const int64_t parts = rng.pick(std::vector<int64_t>{1, 2, 8});
+    const int64_t page_size = rng.pick(std::vector<int64_t>{1, 16, 64});
+    std::vector<int64_t> lengths(static_cast<size_t>(batch));
+    for (auto& len : lengths) len = rng.integer(0, 5000);
+    std::vector<int32_t> indptr{0};
+    for (int64_t len : lengths) indptr.push_back(indptr.back() + int32_t((len + page_size - 1) / page_size));
+    SCOPED_TRACE("case " + std::to_string(i) + " B=" + std::to_string(batch) + " P=" +
+                 std::to_string(parts) + " blocks=" + std::to_string(blocks));
+    const StreamDecodeWork w =
+        flashpage::plan_stream_decode(lengths, 8, blocks, 1 << 20, parts, rng.pick(std::vector<int64_t>{0, 10}));
+    const std::vector<int32_t> r = flashpage::stream_decode_block_records(w, indptr.data(), parts);
+    ASSERT_EQ(r.size(), size_t(blocks) * kRecord);
+    for (size_t k = 0; k < size_t(blocks); ++k) {
+      const int32_t* rec = r.data() + k * kRecord;
+      EXPECT_EQ(rec[0], w.block_indptr[k]) << "block " << k;
+      EXPECT_EQ(rec[1], w.block_indptr[k + 1]) << "block " << k;
+      EXPECT_EQ(rec[3], 0) << "block " << k;
+      if (rec[0] == rec[1]) {
+        for (size_t f = 2; f < kRecord; ++f) EXPECT_EQ(rec[f], 0) << "empty block " << k;
+        continue;
+      }
+      const flashpage::WorkItem& first = w.items[size_t(rec[0])];
+      EXPECT_EQ(rec[2], indptr[size_t(first.row / parts)]) << "block " << k;
+      EXPECT_EQ(rec[4], first.row) << "block " << k;
+      EXPECT_EQ(rec[5], first.begin) << "block " << k;
+      EXPECT_EQ(rec[6], first.end) << "block " << k;
+      EXPECT_EQ(rec[7], first.slot) << "block " << k;
+    }
+  }
+}
+
 // The uncut rule: as many equal virtual rows as blocks or a few less run one per block with
 // nothing to merge, and more rows than blocks run whole where they pack evenly; rows of
 // unequal lengths, or rows that do not pack within 10% of an equal share, are still cut.

@@ -158,12 +158,16 @@ struct StreamDecodeBlock {
     return virtual_row >> a.d.head_parts_log2;
   }
 
-  // The block's item range sits right after the header (one load, no dependency on it);
-  // the items follow the grid + 1 range bounds, 16-byte aligned.
+  // The block's record sits right after the header (workspace.h: {begin, end, first page
+  // base, 0} then the first item); the items follow the grid's records, 16-byte aligned.
+  __device__ __forceinline__ const int4* block_record() const {
+    return reinterpret_cast<const int4*>(a.d.work_ints + Workspace::Impl::kHeaderInts) +
+           blockIdx.x * (Workspace::Impl::kBlockRecordInts / 4);
+  }
   __device__ __forceinline__ void block_items(int& begin, int& end) const {
-    const int32_t* block_indptr = a.d.work_ints + Workspace::Impl::kHeaderInts;
-    begin = block_indptr[blockIdx.x];
-    end = block_indptr[blockIdx.x + 1];
+    const int4 range = block_record()[0];
+    begin = range.x;
+    end = range.y;
   }
   __device__ __forceinline__ int4 item_at(int w) const {
     return reinterpret_cast<const int4*>(
@@ -179,19 +183,23 @@ struct StreamDecodeBlock {
       ptx::bulk_copy_g2s(dst, src, bytes, bar);
   }
 
-  // What the producer loads before the barrier set-up, so those round trips overlap it.
+  // What the producer loads before the barrier set-up, so that round trip overlaps it: the
+  // block's record, whose two words are independent loads (the planner put the first item
+  // and its row's first page there, so that the page ids are the next and last dependent
+  // load before the first copy).
   struct ProducerStart {
     int begin = 0, end = 0;
     int4 item = make_int4(0, 0, 0, 0);
     int32_t page_base = 0;  // indptr[item's batch row]
   };
   __device__ __forceinline__ ProducerStart producer_start() const {
+    const int4* record = block_record();
+    const int4 range = record[0];
     ProducerStart p;
-    block_items(p.begin, p.end);
-    if (p.begin < p.end) {
-      p.item = item_at(p.begin);
-      p.page_base = a.d.pages.indptr[batch_row(p.item.x)];
-    }
+    p.item = record[1];
+    p.begin = range.x;
+    p.end = range.y;
+    p.page_base = range.z;
     return p;
   }
 

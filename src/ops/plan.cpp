@@ -79,18 +79,18 @@ void check_plan_args(const Workspace& ws, const PageTable& host_table, const Pag
   (void)host_table;
 }
 
-// Writes header + items + merge_indptr (+ block_indptr, + qo_indptr) into the mirror and
-// copies it to the device.
+// Writes header + items + merge_indptr (+ the streamed decode's block records, + qo_indptr)
+// into the mirror and copies it to the device.
 // The upload goes on `stream`, behind the runs of earlier plans that read this workspace.
 Plan publish(Workspace::Impl& w, void* stream, Plan plan, const std::vector<WorkItem>& items,
              const std::vector<int32_t>& merge_indptr, DecodeKernel kernel = DecodeKernel::cpu,
-             const std::vector<int32_t>& block_indptr = {},
+             const std::vector<int32_t>& block_records = {},
              const std::vector<int32_t>& qo_indptr = {}) {
   // Before anything changes: a refused upload must not leave the workspace half-written.
   if (w.device.is_cuda()) detail::check_not_capturing(stream, "plan_decode / plan_prefill");
+  constexpr int64_t kRecord = Workspace::Impl::kBlockRecordInts;
   const int64_t items_offset =
-      block_indptr.empty() ? Workspace::Impl::kHeaderInts
-                           : Workspace::Impl::stream_items_offset(int64_t(block_indptr.size()) - 1);
+      Workspace::Impl::stream_items_offset(int64_t(block_records.size()) / kRecord);
   const int64_t n_ints = items_offset + int64_t(items.size()) * Workspace::Impl::kWorkFields +
                          int64_t(merge_indptr.size());
   const int64_t needed = n_ints + int64_t(qo_indptr.size());
@@ -107,7 +107,7 @@ Plan publish(Workspace::Impl& w, void* stream, Plan plan, const std::vector<Work
   w.host_ints[1] = int32_t(plan.kind == Plan::Kind::prefill ? plan.paired_work : plan.num_partials);
   w.host_ints[2] = int32_t(plan.batch_size * plan.head_parts);  // the merge's (virtual) rows
   w.host_ints[3] = int32_t(kernel);
-  std::copy(block_indptr.begin(), block_indptr.end(),
+  std::copy(block_records.begin(), block_records.end(),
             w.host_ints.begin() + Workspace::Impl::kHeaderInts);
   w.items_offset = items_offset;
   std::copy_n(reinterpret_cast<const int32_t*>(items.data()), items.size() * 4,
@@ -173,7 +173,9 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
     plan.num_partials = work.num_partials;
     plan.grid = blocks;
     plan.kv_chunk = 0;  // pieces vary in length
-    return publish(w, stream, plan, work.items, work.merge_indptr, kernel, work.block_indptr);
+    return publish(w, stream, plan, work.items, work.merge_indptr, kernel,
+                   stream_decode_block_records(work, host_table.indptr.data_as<int32_t>(),
+                                               plan.head_parts));
   }
 
   // Chunk length from the wave model, then doubled until the partials fit the float region.

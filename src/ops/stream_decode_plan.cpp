@@ -258,4 +258,24 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int
   return work;
 }
 
+std::vector<int32_t> stream_decode_block_records(const StreamDecodeWork& work,
+                                                 const int32_t* kv_indptr, int64_t head_parts) {
+  constexpr int64_t kRecord = Workspace::Impl::kBlockRecordInts;
+  const size_t blocks = work.block_indptr.empty() ? 0 : work.block_indptr.size() - 1;
+  std::vector<int32_t> records(blocks * size_t(kRecord), 0);
+  for (size_t k = 0; k < blocks; ++k) {
+    int32_t* r = records.data() + k * size_t(kRecord);
+    r[0] = work.block_indptr[k];
+    r[1] = work.block_indptr[k + 1];
+    if (r[0] == r[1]) continue;
+    const WorkItem& first = work.items[size_t(r[0])];
+    r[2] = kv_indptr[first.row / head_parts];
+    r[4] = first.row;
+    r[5] = first.begin;
+    r[6] = first.end;
+    r[7] = first.slot;
+  }
+  return records;
+}
+
 }  // namespace flashpage

@@ -36,6 +36,15 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t
                                     int64_t blocks, int64_t max_partials, int64_t head_parts = 1,
                                     int64_t uncut_pct = 0, int64_t warp_partials = 1);
 
+// The plan's block records (Workspace::Impl, kBlockRecordInts each, one per block): block
+// k's item range {begin, end}, the first page of its first item's batch row
+// (kv_indptr[row / head_parts]) and that item, so the kernel starts from one round trip
+// instead of three dependent ones. A block without items gets {begin, begin, 0, 0, 0...}.
+// kv_indptr: the host page table's [B + 1] (fixed by the rows' lengths, which the plan is
+// made from).
+std::vector<int32_t> stream_decode_block_records(const StreamDecodeWork& work,
+                                                 const int32_t* kv_indptr, int64_t head_parts);
+
 // P for a batch: the largest power of two dividing Hkv with B * P <= blocks whose parts
 // keep the blocks' consumer warps (`wide`: StreamDecodeTiling::consumer_warps, 8 for blocks
 // of 8, 4 or 2 KV heads at head_dim <= 128, 4 at 256) or, not `wide`, their KV heads (the

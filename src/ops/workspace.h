@@ -5,9 +5,11 @@
 // Integer region (int32, device memory; a host mirror in `host_ints`):
 //   [0] num_work   [1] num_partials   [2] batch rows (streamed decode: virtual rows,
 //   batch_size * Plan::head_parts)   [3] decode kernel
-//   [kHeaderInts ..)              streamed decode plans only: block_indptr, grid + 1 ints
-//                                 (block k runs items [k], [k+1]); first, at a fixed offset,
-//                                 so a block finds its range in one load; padded to 4 ints
+//   [kHeaderInts ..)              streamed decode plans only: one record of kBlockRecordInts
+//                                 per block (grid of them), at a fixed offset, so a block
+//                                 reads what it starts from in one round trip:
+//                                 {begin, end, kv_indptr[row of the first item], 0,
+//                                 the first item (4 ints)}; block k runs items [begin, end)
 //   [items_offset ..)             num_work items of kWorkFields ints (see WorkItem)
 //   [merge_indptr_offset ..)      rows + 1 ints (header [2]): row b's partial slots are
 //                                 merge_indptr[b] .. merge_indptr[b+1] (empty: no split)
@@ -41,10 +43,12 @@ static_assert(sizeof(WorkItem) == 16);
 struct Workspace::Impl {
   static constexpr int64_t kHeaderInts = 4;
   static constexpr int64_t kWorkFields = 4;
-  // Where a streamed decode plan's items start: after the header and the block ranges,
-  // padded to 4 ints so the kernels' 16-byte item loads stay aligned.
+  // A streamed decode block's record (above): two 16-byte words, so the records and the
+  // items after them stay 16-byte aligned for the kernel's vector loads.
+  static constexpr int64_t kBlockRecordInts = 8;
+  // Where a streamed decode plan's items start: after the header and the block records.
   static constexpr int64_t stream_items_offset(int64_t blocks) {
-    return kHeaderInts + (blocks + 1 + 3) / 4 * 4;
+    return kHeaderInts + blocks * kBlockRecordInts;
   }
 
   Device device{};
