@@ -94,7 +94,9 @@ struct Plan {
 // plan_decode reads the host copy of the page table (the same table as the one run uses, on
 // the host); it splits long rows into KV chunks so the device is busy at any batch size.
 // It also validates the table against kv's pages (ids in range, lengths consistent), so run
-// need not read it back. kv.table is not read here (it is the device copy run will use).
+// need not read it back. kv.table is not read here (it is the device copy run will use), but
+// run relies on it holding the same indptr as host_table (a plan may keep where a row's page
+// ids start): page ids may change between plan and run, row lengths (and so indptr) may not.
 // The work list goes up on `stream`: pass the runs' stream, and a re-plan into a workspace
 // waits there for the runs of its earlier plans (nullptr: a synchronous upload). Not
 // capturable: plan outside a graph, capture the runs.

@@ -69,7 +69,9 @@ __global__ void __launch_bounds__(kMergeThreads)
   if (!early_plan) ptx::griddepcontrol_wait();
   const int32_t* ints = a.work_ints;
   const int num_work = ints[0], num_partials = ints[1], batch = ints[2];
-  // Offsets come from the device header so a replayed graph follows a re-plan.
+  // Sizes come from the device header so a replayed graph follows a re-plan; items_offset,
+  // a kernel argument, depends only on the grid (workspace.h), which a re-plan of the same
+  // batch size keeps.
   const int32_t* merge_indptr =
       ints + items_offset + int64_t(num_work) * Workspace::Impl::kWorkFields;
   const float* partial_lse = a.partial_out + int64_t(num_partials) * a.num_qo_heads * head_dim;

@@ -39,7 +39,8 @@ static_assert(sizeof(WorkItem) == 16);
 
 // The integer region: a header of kHeaderInts ints ([0] work items, [1] decode: partial
 // outputs, prefill: leading items that pair into whole query ranges (Plan::paired_work),
-// [2] batch rows (virtual rows for streamed decode), [3] decode kernel), then the items.
+// [2] batch rows (virtual rows for streamed decode), [3] decode kernel), then (streamed
+// decode only) the block records, then the items.
 struct Workspace::Impl {
   static constexpr int64_t kHeaderInts = 4;
   static constexpr int64_t kWorkFields = 4;
