@@ -17,15 +17,12 @@
 #include "cuda/prefill_hopper/scheduler.cuh"
 #include "cuda/prefill_hopper/smem_layout.h"
 #include "cuda/prefill_hopper/warpgroup_choice.h"
+#include "cuda/prefill_tc/prefill_tc.h"
 #include "cuda/softmax_state.cuh"
 
 namespace flashpage::cuda {
 
 namespace {
-
-constexpr int kElemsPer16Bytes = 8;
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // What the kernel needs to know about a device, asked once per device: whether it is a
 // compute capability 9.0 part (sm_90a code runs on exactly those) and its SM count (the
@@ -63,22 +60,10 @@ constexpr bool kBuiltForSm90a =
     false;
 #endif
 
+// The shared operand checks (prefill_tc.h), without explicit masks (prefill_tc's), and rows
+// whose longest the host or the kernel knows.
 bool covered_shapes(const PrefillTcParams& p) {
-  if (p.dtype != DType::f16 && p.dtype != DType::bf16) return false;
-  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return false;
-  if (p.mask != nullptr) return false;  // explicit masks: prefill_tc
-  if (p.num_kv_heads <= 0 || p.num_qo_heads <= 0 || p.num_qo_heads % p.num_kv_heads != 0)
-    return false;
-  if (p.batch_size < 0 || !(p.scale > 0.0f)) return false;
-  if (!aligned16(p.q) || !aligned16(p.out) || !aligned16(p.k) || !aligned16(p.v)) return false;
-  for (int64_t s : {p.q_stride_batch, p.q_stride_token, p.q_stride_head, p.out_stride_batch,
-                    p.out_stride_token, p.out_stride_head, p.k_stride_unit, p.k_stride_token,
-                    p.k_stride_head, p.v_stride_unit, p.v_stride_token, p.v_stride_head})
-    if (s % kElemsPer16Bytes != 0) return false;
-  const bool paged = p.page_indices != nullptr;
-  if (paged && (p.page_indptr == nullptr || p.last_page_len == nullptr || p.page_size < 1))
-    return false;
-  if (p.work_ints != nullptr && p.work_tile_tokens < 1) return false;
+  if (!prefill_operands_covered(p) || p.mask != nullptr) return false;
   // An unknown longest row: only ragged queries, whose qo_indptr the kernel can read.
   if (p.work_ints == nullptr && p.max_qo_len < 0 && p.qo_indptr == nullptr) return false;
   return true;

@@ -40,7 +40,7 @@ void dispatch_head_dim(const prefill_tc::KernelArgs& args, int64_t grid, cudaStr
 
 }  // namespace
 
-bool prefill_tc_covers(const PrefillTcParams& p) {
+bool prefill_operands_covered(const PrefillTcParams& p) {
   if (p.dtype != DType::f16 && p.dtype != DType::bf16) return false;
   if (!covered_head_dim(p.head_dim)) return false;
   if (p.num_kv_heads <= 0 || p.num_qo_heads <= 0 || p.num_qo_heads % p.num_kv_heads != 0)
@@ -55,8 +55,13 @@ bool prefill_tc_covers(const PrefillTcParams& p) {
   // Any page size: tokens are addressed one by one through the page table.
   if (paged && (p.page_indptr == nullptr || p.last_page_len == nullptr || p.page_size < 1))
     return false;
-  if (p.mask != nullptr && !covered_mask_dtype(p.mask_dtype)) return false;
   if (p.work_ints != nullptr && p.work_tile_tokens < 1) return false;
+  return true;
+}
+
+bool prefill_tc_covers(const PrefillTcParams& p) {
+  if (!prefill_operands_covered(p)) return false;
+  if (p.mask != nullptr && !covered_mask_dtype(p.mask_dtype)) return false;
   if (p.work_ints == nullptr && p.max_qo_len < 0) return false;  // its grid needs the bound
   return true;
 }

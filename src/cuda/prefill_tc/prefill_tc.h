@@ -91,5 +91,9 @@ struct PrefillTcParams {
 bool run_prefill_tc(const PrefillTcParams& params, cudaStream_t stream);
 // The same coverage decision, without launching.
 bool prefill_tc_covers(const PrefillTcParams& params);
+// The operands both tensor-core prefills (this one and the Hopper kernel) take: the list above
+// but for masks and the bound on the rows, plus a complete page table where paged and a work
+// list's tile size where planned. Each kernel adds its own conditions.
+bool prefill_operands_covered(const PrefillTcParams& params);
 
 }  // namespace flashpage::cuda
