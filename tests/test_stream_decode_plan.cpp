@@ -25,8 +25,10 @@ struct Config {
 // Checks the invariants; returns the largest block load in tokens (overhead included).
 // warp_partials: the partials each piece writes (1: warps sharing a head combine in the
 // block; more: one per warp, and every row is merged).
+// cut_tokens: every cut (a piece's start after the row's first token) is a multiple of it.
 int64_t check_work(const StreamDecodeWork& w, const std::vector<int64_t>& lengths,
-                   const Config& c, int64_t max_partials, int64_t warp_partials = 1) {
+                   const Config& c, int64_t max_partials, int64_t warp_partials = 1,
+                   int64_t cut_tokens = 1) {
   const int32_t wph = int32_t(warp_partials);
   const int64_t batch = int64_t(lengths.size());
   EXPECT_EQ(w.block_indptr.size(), size_t(c.blocks) + 1);
@@ -45,6 +47,8 @@ int64_t check_work(const StreamDecodeWork& w, const std::vector<int64_t>& length
       const auto& it = w.items[size_t(i)];
       EXPECT_TRUE(it.row >= 0 && it.row < batch);
       EXPECT_TRUE(0 <= it.begin && it.begin <= it.end && it.end <= lengths[size_t(it.row)]);
+      EXPECT_EQ(it.begin % cut_tokens, 0) << "row " << it.row << " cut off the " << cut_tokens
+                                          << "-token grid at " << it.begin;
       ranges[it.row].push_back({it.begin, it.end});
       slots[it.row].push_back(it.slot);
       load += (it.end - it.begin) + StreamDecodeTiling::kItemOverheadTokens;
@@ -89,13 +93,15 @@ TEST(StreamDecodePlan, RandomBatchesCoveredAndBalanced) {
     std::vector<int64_t> lengths(static_cast<size_t>(batch));
     for (auto& len : lengths) len = rng.coin(0.1) ? 0 : rng.integer(0, longest);
     const int64_t wph = rng.pick(std::vector<int64_t>{1, 2, 4});
+    const int64_t cut = rng.pick(std::vector<int64_t>{1, 8});  // planned_box_tokens' values
     SCOPED_TRACE("case " + std::to_string(i) + " B=" + std::to_string(batch) + " Hkv=" +
                  std::to_string(c.hkv) + " D=" + std::to_string(c.d) + " blocks=" +
-                 std::to_string(c.blocks) + " warp partials=" + std::to_string(wph));
+                 std::to_string(c.blocks) + " warp partials=" + std::to_string(wph) +
+                 " cut=" + std::to_string(cut));
     const int64_t roomy = 1 << 20;
     const StreamDecodeWork w =
-        flashpage::plan_stream_decode(lengths, c.hkv, c.blocks, roomy, 1, 0, wph);
-    const int64_t max_load = check_work(w, lengths, c, roomy, wph);
+        flashpage::plan_stream_decode(lengths, c.hkv, c.blocks, roomy, 1, 0, wph, cut);
+    const int64_t max_load = check_work(w, lengths, c, roomy, wph, cut);
     // Balance: no block carries much more than an equal share (plus a few minimum pieces).
     int64_t total = 0;
     for (int64_t len : lengths) total += len + StreamDecodeTiling::kItemOverheadTokens;
@@ -109,6 +115,27 @@ TEST(StreamDecodePlan, RandomBatchesCoveredAndBalanced) {
         flashpage::plan_stream_decode(lengths, c.hkv, c.blocks, tight, 1, 0, wph);
     check_work(whole, lengths, c, tight, wph);
   }
+}
+
+// Cut on whole 8-token boxes, one long row (B = 1) reads no box twice: its pieces tile the
+// row's 4096 boxes exactly, over nearly every block, and none is longer than a token-cut
+// plan's longest piece rounded up to a box.
+TEST(StreamDecodePlan, OneLongRowCutOnWholeBoxes) {
+  const Config c{8, 128, 132};
+  const StreamDecodeWork tokens = flashpage::plan_stream_decode({32768}, 8, 132, 1 << 20);
+  const StreamDecodeWork boxes =
+      flashpage::plan_stream_decode({32768}, 8, 132, 1 << 20, 1, 0, 1, 8);
+  check_work(boxes, {32768}, c, 1 << 20, 1, 8);
+  auto longest = [](const StreamDecodeWork& w) {
+    int32_t n = 0;
+    for (const auto& it : w.items) n = std::max(n, it.end - it.begin);
+    return n;
+  };
+  EXPECT_LE(longest(boxes), (longest(tokens) + 7) / 8 * 8);
+  EXPECT_GE(boxes.items.size(), size_t(120));
+  int64_t boxes_read = 0;
+  for (const auto& it : boxes.items) boxes_read += (it.end + 7) / 8 - it.begin / 8;
+  EXPECT_EQ(boxes_read, 32768 / 8);
 }
 
 TEST(StreamDecodePlan, OneLongRowSpreadsOverEveryBlock) {

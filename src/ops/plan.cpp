@@ -169,7 +169,8 @@ Plan plan_decode(Workspace& ws, const PageTable& host_table, const PagedKv& kv,
         plan.num_kv_heads, plan.head_parts, plan.head_dim, group, plan.page_size);
     StreamDecodeWork work =
         plan_stream_decode(lengths, plan.num_kv_heads, blocks, max_partials, plan.head_parts,
-                           stream_decode_uncut_pct(), block.warp_partials());
+                           stream_decode_uncut_pct(), block.warp_partials(),
+                           stream_decode_cut_tokens(plan.page_size));
     plan.num_partials = work.num_partials;
     plan.grid = blocks;
     plan.kv_chunk = 0;  // pieces vary in length

@@ -23,7 +23,7 @@ struct Piece {
 // item also costs kItemOverheadTokens). Returns the pieces and the last block's load, which
 // absorbs what the quota underestimated.
 std::vector<Piece> cut_rows(const std::vector<int64_t>& lengths, int64_t blocks, int64_t quota,
-                            int64_t& last_load) {
+                            int64_t cut_tokens, int64_t& last_load) {
   constexpr int64_t kOverhead = Tiling::kItemOverheadTokens;
   constexpr int64_t kMinPiece = Tiling::kMinPieceTokens;
   const int64_t last = blocks - 1;
@@ -53,6 +53,9 @@ std::vector<Piece> cut_rows(const std::vector<int64_t>& lengths, int64_t blocks,
         // Never leave a tail shorter than a minimum piece for the next block.
         take = rem - room >= kMinPiece ? room : std::max(rem - kMinPiece, kMinPiece);
         if (take >= rem) take = rem;
+        // A cut falls on a whole box from the row's start (pos is one, take >= kMinPiece),
+        // so neither piece reads the box it shares with the other.
+        if (take < rem) take -= take % cut_tokens;
       } else {
         next_block();
         continue;
@@ -144,6 +147,11 @@ int64_t stream_decode_uncut_pct() {
   return pct;
 }
 
+int64_t stream_decode_cut_tokens(int64_t page_size) {
+  static const bool aligned = env_or("FLASHPAGE_DECODE_CUT_ALIGN", 1) != 0;
+  return aligned ? Tiling::planned_box_tokens(page_size) : 1;
+}
+
 bool stream_decode_combine() {
   static const bool combine = env_or("FLASHPAGE_DECODE_COMBINE", 1) != 0;
   return combine;
@@ -163,7 +171,11 @@ StreamDecodeTiling::Block stream_decode_block(int64_t num_kv_heads, int64_t head
 
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int64_t num_kv_heads,
                                     int64_t blocks, int64_t max_partials, int64_t head_parts,
-                                    int64_t uncut_pct, int64_t warp_partials) {
+                                    int64_t uncut_pct, int64_t warp_partials,
+                                    int64_t cut_tokens) {
+  check::require(cut_tokens >= 1 && cut_tokens <= Tiling::kMinPieceTokens,
+                 "plan_decode: expected cuts every 1 to ", Tiling::kMinPieceTokens,
+                 " tokens, got ", cut_tokens);
   check::require(warp_partials >= 1, "plan_decode: expected at least one partial per piece, got ",
                  warp_partials);
   check::require(blocks >= 1, "plan_decode: expected at least one block, got ", blocks);
@@ -184,7 +196,7 @@ StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& row_lengths, int
   int64_t lo = std::max<int64_t>(1, (total + blocks - 1) / blocks), hi = total + kOverhead;
   auto fits = [&](int64_t quota, std::vector<Piece>* out) {
     int64_t last_load = 0;
-    std::vector<Piece> cut = cut_rows(lengths, blocks, quota, last_load);
+    std::vector<Piece> cut = cut_rows(lengths, blocks, quota, cut_tokens, last_load);
     if (out) *out = std::move(cut);
     return last_load <= quota;
   };

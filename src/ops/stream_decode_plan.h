@@ -31,10 +31,14 @@ struct StreamDecodeWork {
 // head_parts: P (stream_decode_head_parts); uncut_pct: how much fuller than an equal share
 // (in percent) the fullest block of whole rows may be for the rows to run uncut (0: always
 // cut to equal shares); warp_partials: partials each piece writes (1 where warps combine in
-// the block; else the warps per head, and every row is merged).
+// the block; else the warps per head, and every row is merged); cut_tokens: rows are cut only
+// at multiples of this from their start, the launch's TMA box (StreamDecodeTiling::
+// planned_box_tokens): a piece starting or ending inside a box reads all of it, so unaligned
+// cuts read each shared box twice (B = 1: ~7 tokens of ~250 per block).
 StreamDecodeWork plan_stream_decode(const std::vector<int64_t>& lengths, int64_t num_kv_heads,
                                     int64_t blocks, int64_t max_partials, int64_t head_parts = 1,
-                                    int64_t uncut_pct = 0, int64_t warp_partials = 1);
+                                    int64_t uncut_pct = 0, int64_t warp_partials = 1,
+                                    int64_t cut_tokens = 1);
 
 // The plan's block records (Workspace::Impl, kBlockRecordInts each, one per block): block
 // k's item range {begin, end}, the first page of its first item's batch row
@@ -63,6 +67,9 @@ int64_t stream_decode_head_parts(int64_t batch, int64_t num_kv_heads, int64_t he
                                  int64_t group_size, int64_t page_size, int64_t blocks, bool wide);
 // The planner's uncut tolerance: FLASHPAGE_DECODE_UNCUT_PCT, 10 by default (0: off).
 int64_t stream_decode_uncut_pct();
+// Where rows are cut (plan_stream_decode's cut_tokens): at whole TMA boxes of the page size's
+// planned boxes; FLASHPAGE_DECODE_CUT_ALIGN=0: at any token (the planner before session 45).
+int64_t stream_decode_cut_tokens(int64_t page_size);
 // On by default (session 27; measured in-run on an H100: 64 x 512 +6-11%, bench/NOTES.md),
 // FLASHPAGE_DECODE_COMBINE=0 turns off all three: warps sharing a KV
 // head combine their states in the block (one partial per piece, uncut rows not merged),
