@@ -1,7 +1,8 @@
 // Prefill throughput on the GPU: one JSON object per line on stdout.
 //   prefill_bench [--heads 32/8/128,...] [--shapes 1x8192,...] [--cache 16x512+4096]
 //                 [--systems ragged,contiguous,paged16,paged1] [--min-ms T] [--causal no|yes|both]
-// ("none" for --shapes or --cache leaves that kind of case out)
+// ("none" for --shapes or --cache leaves that kind of case out; any pagedN system reads
+// pages of N tokens)
 // For every (heads, B x S, causal) it times flashpage's ragged prefill over contiguous K/V
 // (the vision-tower path), its sdpa on [B, H, S, D] tensors (contiguous: PyTorch's layout;
 // top-left causal, so only where that is the same mask: S = L or not causal) and its paged
@@ -18,6 +19,7 @@
 #include <string>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 
 #include "bench_util.h"
 #include "cuda/prefill_select.h"  // which kernel the timed calls ran
@@ -119,7 +121,9 @@ void run_case(const Case& c, const std::vector<std::string>& systems, double min
         print_result(c, "flashpage_contiguous", 0, t, nullptr);
         continue;
       }
-      const int64_t page = system == "paged1" ? 1 : 16;
+      // "pagedN": shuffled pages of N tokens (paged16 and paged1 are the issue's).
+      if (system.rfind("paged", 0) != 0) throw std::runtime_error("unknown system " + system);
+      const int64_t page = std::stoll(system.substr(5));
       const int64_t pages_per_row = (c.kv_len + page - 1) / page, num_pages = c.batch * pages_per_row;
       std::vector<int32_t> ids(static_cast<size_t>(num_pages)), indptr(size_t(c.batch) + 1),
           last(static_cast<size_t>(c.batch));
@@ -137,7 +141,7 @@ void run_case(const Case& c, const std::vector<std::string>& systems, double min
       const Plan plan = plan_prefill(ws, qo_host, host, kv, 0, c.hq);
       const auto t =
           timed([&](int) { batch_prefill_paged(ws, plan, q, qo_dev, kv, {}, params, out, {}, stream); });
-      print_result(c, page == 1 ? "flashpage_paged1" : "flashpage_paged16", page, t, nullptr);
+      print_result(c, ("flashpage_" + system).c_str(), page, t, nullptr);
     } catch (const std::exception& e) {
       std::string msg = e.what();
       std::replace(msg.begin(), msg.end(), '"', '\'');
