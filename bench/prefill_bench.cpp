@@ -124,6 +124,7 @@ void run_case(const Case& c, const std::vector<std::string>& systems, double min
       // "pagedN": shuffled pages of N tokens (paged16 and paged1 are the issue's).
       if (system.rfind("paged", 0) != 0) throw std::runtime_error("unknown system " + system);
       const int64_t page = std::stoll(system.substr(5));
+      if (page < 1) throw std::runtime_error("pagedN: expected N >= 1 tokens a page, got " + system);
       const int64_t pages_per_row = (c.kv_len + page - 1) / page, num_pages = c.batch * pages_per_row;
       std::vector<int32_t> ids(static_cast<size_t>(num_pages)), indptr(size_t(c.batch) + 1),
           last(static_cast<size_t>(c.batch));
