@@ -46,14 +46,15 @@ for stage in $STAGES; do
     test)
       # Every test binary, CUDA cases included (they skip only without a GPU).
       fails=0
-      # TEST_BINS / TEST_FILTER narrow the run (default: every binary, every test).
+      # TEST_BINS / TEST_FILTER narrow the run (default: every binary, every test); TEST_ENV
+      # ("NAME=VALUE ...") sets knobs for these runs (not the decode variants below).
       # TEST_TIMEOUT (seconds a binary; 240): test_ops took 109 s on an H100 (session 35), most
       # of it Decode.Cuda*, which alone outran 100 s on the H200 (session 37).
       for t in "$BUILD"/tests/test_*; do
         [ -x "$t" ] || continue
         name=$(basename "$t")
         if [ -n "${TEST_BINS:-}" ] && [[ " $TEST_BINS " != *" $name "* ]]; then continue; fi
-        timeout "${TEST_TIMEOUT:-240}" "$t" --gtest_brief=1 --gtest_filter="${TEST_FILTER:-*}" \
+        env ${TEST_ENV:-} timeout "${TEST_TIMEOUT:-240}" "$t" --gtest_brief=1 --gtest_filter="${TEST_FILTER:-*}" \
           >"$OUT/$name.log" 2>&1 || fails=$((fails + 1))
         note "test $name: $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$name.log" | tr '\n' ' ' | head -c 200) skipped=$(grep -c '\[  SKIPPED' "$OUT/$name.log")"
       done
