@@ -24,8 +24,11 @@ import statistics
 import sys
 import traceback
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # --render reads a written JSON and needs neither
+    torch = F = None
 
 import run_meta
 
@@ -177,7 +180,10 @@ def shape_label(row):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--flashpage", required=True, action="append",
+    ap.add_argument("--render", metavar="JSON",
+                    help="only rewrite the .md / .png (and decode_table.txt) of a JSON this "
+                         "script wrote, with its own date, GPU and commit (no GPU needed)")
+    ap.add_argument("--flashpage", action="append",
                     help="decode_bench JSON lines; the first file's shapes are also run on the "
                          "other systems, further files (e.g. FLASHPAGE_DECODE_KERNEL=split) add "
                          "their flashpage rows only")
@@ -187,6 +193,15 @@ def main():
     ap.add_argument("--no-flashinfer", action="store_true")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.render:
+        with open(args.render) as f:
+            written = json.load(f)
+        args.date = written["meta"]["date"]
+        write_outputs(args, written["results"], written["meta"].get("flashinfer_error", ""),
+                      meta=written["meta"])
+        return
+    if not args.flashpage:
+        ap.error("--flashpage is required (or --render)")
     device = torch.device("cuda")
     gen = torch.Generator().manual_seed(SEED)
 
@@ -269,19 +284,23 @@ def main():
     write_outputs(args, results, fi_error)
 
 
-def write_outputs(args, results, fi_error):
-    gpu = torch.cuda.get_device_name(0)
+def write_outputs(args, results, fi_error, meta=None):
+    """meta: a written JSON's (--render: the .json is left as it is), else this run's."""
+    rendering = meta is not None
+    if not rendering:
+        gpu = torch.cuda.get_device_name(0)
+        meta = {"date": args.date, "gpu": gpu, "commit": run_meta.commit(),
+                "torch": torch.__version__, "flashinfer_error": fi_error}
+        try:
+            import flashinfer as _fi
+            meta["flashinfer"] = getattr(_fi, "__version__", "unknown")
+        except Exception:
+            pass
+    gpu, commit = meta["gpu"], meta["commit"]
     base = os.path.join(args.out, f"{args.date}-decode-{run_meta.gpu_tag(gpu)}")
-    commit = run_meta.commit()
-    meta = {"date": args.date, "gpu": gpu, "commit": commit, "torch": torch.__version__,
-            "flashinfer_error": fi_error}
-    try:
-        import flashinfer as _fi
-        meta["flashinfer"] = getattr(_fi, "__version__", "unknown")
-    except Exception:
-        pass
-    with open(base + ".json", "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
+    if not rendering:
+        with open(base + ".json", "w") as f:
+            json.dump({"meta": meta, "results": results}, f, indent=1)
 
     # Ratio: throughput relative to torch_contiguous on the same shape (= its time / ours).
     ref = {}
@@ -289,7 +308,7 @@ def write_outputs(args, results, fi_error):
         if r["system"] == "torch_contiguous" and r["us"]:
             ref[(r["hq"], r["hkv"], r["d"], r["batch"], str(r["seq_len"]), r["page_size"])] = r["us"]
     lines = [f"# Paged decode, bf16 — {gpu}", "",
-             f"date {args.date}, commit {commit}, torch {torch.__version__}, "
+             f"date {args.date}, commit {commit}, torch {meta.get('torch', 'n/a')}, "
              f"flashinfer {meta.get('flashinfer', 'n/a')}", "",
              "TB/s = (K+V bytes of the real lengths + q + out) / median time, decimal. "
              "ratio = TB/s relative to torch_contiguous on the same shape.", ""]

@@ -59,7 +59,6 @@ __global__ void __launch_bounds__(TileConfig<kHeadDim, kMathWarpgroups>::kThread
     Producer<T, kHeadDim, kPairs, kMathWarpgroups>{args, plan, warp, int(threadIdx.x) & 31}.run();
   } else {
     sm90::setmaxnreg_inc<Regs::kConsumer>();
-    if (args.warm_l1) warm_schedule_l1(args, int(threadIdx.x) - 128, 128 * kMathWarpgroups);
     Consumer<T, kHeadDim, kPairs, kMathWarpgroups>(args, plan, warpgroup - 1).run();
   }
   if constexpr (kPairs) {

@@ -93,8 +93,6 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int math_warpgrou
 // FLASHPAGE_PREFILL_CAUSAL_ROW_MAJOR=0 orders causal ragged ranges rank-major (the order before
 //   session 31, folded where fold_model.h says it pays),
 // FLASHPAGE_PREFILL_MULTICAST=0 keeps a FLASHPAGE_PREFILL_CLUSTER build off clusters,
-// FLASHPAGE_PREFILL_WARM_L1=1 warms L1 with the schedule's index lines (scheduler.cuh,
-//   warm_schedule_l1),
 // FLASHPAGE_PREFILL_THREE_WG=0 runs head_dim 64 on two math warpgroups everywhere, =1 on
 //   three wherever they apply whatever the rows (the rule before session 35), unset: the
 //   rule (warpgroup_choice.h).
@@ -109,7 +107,6 @@ struct HopperKnobs {
   bool causal_row_major = true;
   bool multicast = true;
   int three_wg = -1;  // -1: the rule
-  bool warm_l1 = false;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -128,7 +125,6 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_MULTICAST"))
       k.multicast = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_THREE_WG")) k.three_wg = std::atoi(v) != 0;
-    if (const char* v = std::getenv("FLASHPAGE_PREFILL_WARM_L1")) k.warm_l1 = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -189,7 +185,6 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   HopperArgs a;
   a.ablate = hopper_knobs().ablate;
   a.pingpong = hopper_knobs().pingpong ? 1 : 0;
-  a.warm_l1 = hopper_knobs().warm_l1 ? 1 : 0;
   a.row_major = (p.causal ? hopper_knobs().causal_row_major : hopper_knobs().row_major) ? 1 : 0;
   prefill_tc::KernelArgs& k = a.k;
   k.p = p;

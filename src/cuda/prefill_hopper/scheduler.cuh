@@ -43,7 +43,6 @@
 #if FLASHPAGE_PREFILL_O_TMA
 #include "cuda/prefill_hopper/o_tma.h"
 #endif
-#include "cuda/prefill_hopper/sm90_ptx.cuh"
 #include "cuda/prefill_hopper/smem_layout.h"
 #include "cuda/prefill_hopper/tile_order.h"
 #include "cuda/prefill_tc/logits_policy.cuh"
@@ -98,9 +97,6 @@ struct HopperArgs {
   // tile_order.h; FLASHPAGE_PREFILL_MULTICAST=0 turns it off). Here, in what was padding
   // before kv_tma, so the default kernel's arguments keep their size.
   int cluster = 0;
-  // 1: the math warpgroups warm L1 with the schedule's index lines at the start
-  // (warm_schedule_l1, below; FLASHPAGE_PREFILL_WARM_L1=1, an A/B knob: results stay correct).
-  int warm_l1 = 0;
   KvTma kv_tma;  // K/V tensor maps (kv_tma.h); box_rows 0: cp.async only
 #if FLASHPAGE_PREFILL_O_TMA
   OTma o_tma;  // the output's map (o_tma.h); box_tokens 0: thread stores only
@@ -342,51 +338,6 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     t.n_begin = t.n_end = 0;  // no row sees a key: zeros and -inf, nothing loaded
   }
   return true;
-}
-
-// Resolving a tile is a chain of dependent loads, each an L2 round trip while K/V stream in:
-// the work list's items (paged), then the row's indptr entries, then (paged) the page ids of
-// its first K/V tile, and only then the first TMA. The math warpgroups, idle until their
-// first tile arrives, load those lines once at the start so that the producer finds them in
-// L1 (which the K/V traffic, TMA and cp.async.cg, does not touch). Bounded to ~20 KB of
-// lines, about what L1 keeps beside the kernel's shared memory; lines left out are read from
-// L2 as before. A row's page ids are warmed from its end: the first K/V tile of every
-// non-causal tile, and of the causal rows' latest ones.
-__device__ __forceinline__ void touch_lines(const void* base, int64_t bytes, int64_t max_lines,
-                                            int thread, int threads) {
-  constexpr uintptr_t kLine = 128;
-  const uintptr_t first = reinterpret_cast<uintptr_t>(base) & ~(kLine - 1);
-  const uintptr_t end = reinterpret_cast<uintptr_t>(base) + uintptr_t(bytes);
-  const int64_t lines = min(int64_t((end - first + kLine - 1) / kLine), max_lines);
-  // Line 0 is touched at `base` itself: the line's start may lie before the allocation.
-  for (int64_t i = thread; i < lines; i += threads)
-    sm90::touch_l1(i == 0 ? base : reinterpret_cast<const void*>(first + uintptr_t(i) * kLine));
-}
-
-__device__ __forceinline__ void warm_schedule_l1(const HopperArgs& a, int thread, int threads) {
-  const PrefillTcParams& p = a.k.p;
-  const int64_t rows = p.batch_size;
-  constexpr int64_t kIndexLines = 32;  // 4 KB per index array: 1024 rows
-  if (p.work_ints != nullptr)
-    touch_lines(p.work_ints,
-                (Workspace::Impl::kHeaderInts +
-                 int64_t(p.num_work_host) * Workspace::Impl::kWorkFields) * 4,
-                64, thread, threads);
-  if (p.qo_indptr != nullptr) touch_lines(p.qo_indptr, (rows + 1) * 4, kIndexLines, thread, threads);
-  if (!a.k.paged) {
-    if (p.kv_indptr != nullptr)
-      touch_lines(p.kv_indptr, (rows + 1) * 4, kIndexLines, thread, threads);
-    return;
-  }
-  touch_lines(p.page_indptr, (rows + 1) * 4, kIndexLines, thread, threads);
-  touch_lines(p.last_page_len, rows * 4, kIndexLines, thread, threads);
-  // ~64 lines of page ids over the rows, 1 to 16 a row (1 x 8192 at page 16: the whole row).
-  const int64_t row_lines = max(int64_t(1), min(int64_t(16), 64 / max(rows, int64_t(1))));
-  for (int64_t b = thread; b < min(rows, int64_t(1024)); b += threads) {
-    const int begin = p.page_indptr[b], end = p.page_indptr[b + 1];
-    const int64_t from = max(int64_t(begin), int64_t(end) - row_lines * 32);
-    if (end > from) touch_lines(p.page_indices + from, (end - from) * 4, row_lines + 1, 0, 1);
-  }
 }
 
 // ---- clusters of two blocks (kClusterBuild, HopperArgs::cluster) ---------------------------

@@ -48,14 +48,6 @@ __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool 
 // decode producer).
 using ptx::cp_async_arrive_noinc;
 
-// A 4-byte load that allocates the line in L1 (.ca) and whose value is dropped: warms L1 with
-// lines a later dependent load will want (a plain prefetch.global.L1 is only a hint).
-__device__ __forceinline__ void touch_l1(const void* p) {
-#if defined(FP_HOPPER_DEVICE)
-  asm volatile("{\n .reg .b32 dropped;\n ld.global.ca.b32 dropped, [%0];\n}\n" ::"l"(p));
-#endif
-}
-
 __device__ __forceinline__ void cp_async_wait_all() {
 #if defined(FP_HOPPER_DEVICE)
   asm volatile("cp.async.wait_all;\n" ::: "memory");
