@@ -93,6 +93,8 @@ void dispatch_head_dim(const prefill_hopper::HopperArgs& args, int math_warpgrou
 // FLASHPAGE_PREFILL_CAUSAL_ROW_MAJOR=0 orders causal ragged ranges rank-major (the order before
 //   session 31, folded where fold_model.h says it pays),
 // FLASHPAGE_PREFILL_MULTICAST=0 keeps a FLASHPAGE_PREFILL_CLUSTER build off clusters,
+// FLASHPAGE_PREFILL_PAGED_LIST=0 runs paged calls without the plan's work list on two math
+//   warpgroups too (the kernel cuts the rows into ranges itself, as for ragged queries),
 // FLASHPAGE_PREFILL_THREE_WG=0 runs head_dim 64 on two math warpgroups everywhere, =1 on
 //   three wherever they apply whatever the rows (the rule before session 35), unset: the
 //   rule (warpgroup_choice.h).
@@ -107,6 +109,7 @@ struct HopperKnobs {
   bool causal_row_major = true;
   bool multicast = true;
   int three_wg = -1;  // -1: the rule
+  bool paged_list = true;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -125,6 +128,8 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_MULTICAST"))
       k.multicast = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_THREE_WG")) k.three_wg = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_PAGED_LIST"))
+      k.paged_list = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -170,10 +175,11 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   const int math_warpgroups =
       hopper_knobs().three_wg != 0 ? prefill_hopper::choose_math_warpgroups(call) : 2;
   g_last_math_warpgroups = math_warpgroups;
-  if (math_warpgroups == 3 && p.work_ints != nullptr) {
+  if ((math_warpgroups == 3 || !hopper_knobs().paged_list) && p.work_ints != nullptr) {
     // The planner's 64-token items would pair into 128-token ranges: the kernel cuts the
     // rows into 192-token ranges itself, from qo_indptr (its longest row found on the device)
-    // or the uniform length, as for ragged queries.
+    // or the uniform length, as for ragged queries. (On two math warpgroups, only for the
+    // FLASHPAGE_PREFILL_PAGED_LIST=0 A/B: 128-token ranges in ragged's order.)
     p.work_ints = nullptr;
     p.max_qo_len = p.qo_indptr != nullptr ? -1 : p.qo_len;
   }
