@@ -202,6 +202,8 @@ def main():
         return
     if not args.flashpage:
         ap.error("--flashpage is required (or --render)")
+    if torch is None:
+        ap.error("measuring needs PyTorch (only --render runs without it)")
     device = torch.device("cuda")
     gen = torch.Generator().manual_seed(SEED)
 
@@ -338,7 +340,7 @@ def write_outputs(args, results, fi_error, meta=None):
         plot(base + ".png", results, gpu)
     except Exception:
         traceback.print_exc()
-    print(f"wrote {base}.md / .json / .png", flush=True)
+    print(f"wrote {base}.md / .png" + ("" if rendering else " / .json"), flush=True)
 
 
 def plot(path, results, gpu):
