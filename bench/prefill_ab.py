@@ -24,19 +24,20 @@ def main():
     rows = json.load(open(args.result))["rows"]
     shapes = collections.defaultdict(dict)
     for r in rows:
-        key = (f"{r['hq']}/{r['hkv']}/{r['d']}", r["batch"], r["qo_len"], r["kv_len"], r["causal"])
+        key = (f"{r['hq']}/{r['hkv']}/{r['d']}", r["batch"], r["qo_len"], r["kv_len"], r["causal"],
+               r.get("mix", ""))
         shapes[key][r["system"]] = r["us"]
     base_name = f"flashpage_{args.system}"
     gains = collections.defaultdict(list)
     spreads = []
-    for (heads, batch, qo, kv, causal), us in shapes.items():
+    for (heads, batch, qo, kv, causal, mix), us in shapes.items():
         b1, b2 = us.get(base_name), us.get(f"{base_name}_{args.base2}")
         if not b1 or not b2:
             continue
         base = (b1 + b2) / 2
         spread = abs(b1 / b2 - 1) * 100
         spreads.append(spread)
-        shape = f"{batch}x{qo}" + (f"+{kv - qo}" if kv != qo else "")
+        shape = mix or f"{batch}x{qo}" + (f"+{kv - qo}" if kv != qo else "")
         line = f"{heads:10s} {shape:12s} {'causal' if causal else 'full  '} {base:9.1f} µs  spread {spread:4.1f}%"
         for alt in alts:
             x = us.get(f"{base_name}_{alt}")

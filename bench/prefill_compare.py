@@ -115,14 +115,16 @@ def main():
     ap.add_argument("--no-flashinfer", action="store_true", help="skip the FlashInfer rows")
     args = ap.parse_args()
     rows = [json.loads(l) for l in open(args.flashpage) if l.strip().startswith("{")]
-    key = lambda r: (r["hq"], r["hkv"], r["d"], r["batch"], r["qo_len"], r["kv_len"], r["causal"])
+    # A mixed case (prefill_bench --mixed) has rows of several lengths: its own key, no yardstick.
+    key = lambda r: (r["hq"], r["hkv"], r["d"], r["batch"], r["qo_len"], r["kv_len"], r["causal"],
+                     r.get("mix", ""))
     torch_rows, error = {}, ""
     try:
         import torch
         gpu = torch.cuda.get_device_name(0)
         ceiling = matmul_tflops()
         for r in rows:
-            if key(r) in torch_rows or "flops" not in r:
+            if key(r) in torch_rows or "flops" not in r or "mix" in r:
                 continue
             try:
                 us = torch_sdpa_us(r)
@@ -152,13 +154,13 @@ def main():
     for r in sorted(allrows, key=lambda r: (key(r), r["system"], r.get("page_size", 0))):
         t = torch_rows.get(key(r), {})
         ratio = (r["tflops"] / t["tflops"]) if "tflops" in r and "tflops" in t else float("nan")
+        # Mixed rows: S and L name the rows' lengths (S = L each) instead of one length.
+        s_l = f"mixed {r['mix']} | =S" if "mix" in r else f"{r['qo_len']} | {r['kv_len']}"
+        head = f"| {r['hq']}/{r['hkv']}/{r['d']} | {r['batch']} | {s_l} | {r['causal']} | {r['system']} | {r.get('page_size', '')} |"
         if "error" in r:
-            lines.append(f"| {r['hq']}/{r['hkv']}/{r['d']} | {r['batch']} | {r['qo_len']} | {r['kv_len']} | "
-                         f"{r['causal']} | {r['system']} | {r.get('page_size', '')} | error: {r['error'][:80]} | | |")
+            lines.append(f"{head} error: {r['error'][:80]} | | |")
         else:
-            lines.append(f"| {r['hq']}/{r['hkv']}/{r['d']} | {r['batch']} | {r['qo_len']} | {r['kv_len']} | "
-                         f"{r['causal']} | {r['system']} | {r.get('page_size', '')} | {r['us']:.1f} | "
-                         f"{r['tflops']:.1f} | {ratio:.2f} |")
+            lines.append(f"{head} {r['us']:.1f} | {r['tflops']:.1f} | {ratio:.2f} |")
     open(base + ".md", "w").write("\n".join(lines) + "\n")
     open(os.path.join(args.out, "prefill_table.txt"), "w").write("\n".join(lines[6:]) + "\n")
     try:
@@ -173,7 +175,9 @@ def main():
             vals = [next((r["tflops"] for r in allrows if key(r) == k and r["system"] == s and "tflops" in r), 0) for k in labels]
             ax.bar([i + si * width for i in range(len(labels))], vals, width, label=s)
         ax.set_xticks([i + 0.4 for i in range(len(labels))])
-        ax.set_xticklabels([f"{k[0]}/{k[1]}/{k[2]} {k[3]}x{k[4]}{'+' + str(k[5] - k[4]) if k[5] != k[4] else ''}{' c' if k[6] else ''}" for k in labels], rotation=90, fontsize=6)
+        ax.set_xticklabels([f"{k[0]}/{k[1]}/{k[2]} {k[7] if k[7] else str(k[3]) + 'x' + str(k[4])}"
+                            f"{'+' + str(k[5] - k[4]) if k[5] != k[4] and not k[7] else ''}{' c' if k[6] else ''}"
+                            for k in labels], rotation=90, fontsize=6)
         ax.set_ylabel("TFLOP/s")
         ax.legend(fontsize=7)
         fig.tight_layout()
@@ -196,7 +200,7 @@ def run_flashinfer(args, rows, key):
     version = getattr(flashinfer, "__version__", "unknown")
     out, seen = [], set()
     for r in rows:
-        if key(r) in seen or "flops" not in r:
+        if key(r) in seen or "flops" not in r or "mix" in r:
             continue
         seen.add(key(r))
         base = {f: r[f] for f in ("hq", "hkv", "d", "batch", "qo_len", "kv_len", "causal", "flops")}

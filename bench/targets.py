@@ -39,7 +39,7 @@ def prefill_targets(path):
     rows = json.load(open(path))["rows"]
     by = collections.defaultdict(dict)
     for r in rows:
-        if "tflops" in r:
+        if "tflops" in r and "mix" not in r:  # the shapes only (mixed batches: no yardstick)
             key = (f"{r['hq']}/{r['hkv']}/{r['d']}", r["batch"], r["qo_len"], r["kv_len"], r["causal"])
             by[key][r["system"]] = r["tflops"]
     label = lambda k: f"{k[0]} {k[1]}x{k[2]}{'+' + str(k[3] - k[2]) if k[3] != k[2] else ''}{' causal' if k[4] else ''}"
