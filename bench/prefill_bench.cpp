@@ -13,7 +13,7 @@
 // prefill step has: "1x8192+16x512" is one row of 8192 tokens and 16 of 512 (S = L each,
 // rows in a fixed shuffled order), paged and ragged only; its JSON rows carry "mix" (batch:
 // the row count, qo_len and kv_len: the longest row) and no PyTorch yardstick.
-// FLOPs = 4 * B * Hq * D * (query, key) pairs that the mask keeps; TFLOP/s from the median
+// FLOPs = 4 * Hq * D * (query, key) pairs that the mask keeps over all rows; TFLOP/s from the median
 // of event-timed calls, each system timed after min_ms of its own calls (the GPU at its
 // sustained clocks, bench_util.h).
 #include <cuda_runtime_api.h>
