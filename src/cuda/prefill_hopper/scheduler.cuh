@@ -202,14 +202,11 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
     s.units = int64_t(s.tiles_per_row) * batch;
     s.num_virtual = s.units * a.k.p.num_kv_heads * a.subtiles;
     // Rows of unequal length leave units empty (a short row's ranges past its end), and in
-    // bands of a few heads the rows' costs then fall on the blocks' strides unevenly (a
-    // schedule model: 8x1000+56x100 at max/mean block load 1.34 banded, 1.04 not). Bands pay
-    // where a row's tiles over all heads outlast a wave of the grid, whose later tiles reread
-    // its K/V from L2 (1x8192+16x512: -12% unbanded); where they fit in one (about two tiles a
-    // block), bands only unbalance (8x1000+56x100: +11-31% unbanded). Session 47,
-    // bench/NOTES.md. Uniform rows (ranges == units) keep the host's bands.
-    const int64_t row_tiles = int64_t(s.tiles_per_row) * a.k.p.num_kv_heads * a.subtiles;
-    if (ranges < s.units && row_tiles <= 2 * int64_t(gridDim.x)) s.head_band = a.k.p.num_kv_heads;
+    // bands of a few heads the rows' costs then fall on the blocks' strides unevenly: a
+    // schedule model had 8x1000+56x100 at max/mean 1.34 banded, 1.04 not; session 47
+    // measured bands off at +3 to +36% on such mixes (bench/NOTES.md). Mixed rows run
+    // unbanded; uniform rows (ranges == units) keep the host's bands.
+    if (ranges < s.units) s.head_band = a.k.p.num_kv_heads;
   }
   s.fold = a.fold && folds_at(s.num_virtual, gridDim.x);
   const int64_t heads = a.k.p.num_kv_heads;
