@@ -94,22 +94,20 @@ void print_result(const Case& c, const char* system_base, int64_t page_size, con
   std::string system = system_base;
   if (const char* label = std::getenv("FLASHPAGE_BENCH_LABEL"); label != nullptr && *label)
     system.append("_").append(label);
-  const double flops = 4.0 * double(c.hq * c.d) * unmasked_pairs(c);
   const std::string mix = c.mix.empty() ? "" : "\"mix\":\"" + c.mix + "\",";
+  // The case's fields, then either its error or its timing.
+  std::printf("{%s\"system\":\"%s\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,\"qo_len\":%lld,"
+              "\"kv_len\":%lld,\"causal\":%s,\"page_size\":%lld,",
+              mix.c_str(), system.c_str(), (long long)c.hq, (long long)c.hkv, (long long)c.d, (long long)c.batch,
+              (long long)c.qo_len, (long long)c.kv_len, c.causal ? "true" : "false", (long long)page_size);
   if (error) {
-    std::printf("{%s\"system\":\"%s\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,\"qo_len\":%lld,"
-                "\"kv_len\":%lld,\"causal\":%s,\"page_size\":%lld,\"error\":\"%s\"}\n",
-                mix.c_str(), system.c_str(), (long long)c.hq, (long long)c.hkv, (long long)c.d, (long long)c.batch,
-                (long long)c.qo_len, (long long)c.kv_len, c.causal ? "true" : "false",
-                (long long)page_size, error);
+    std::printf("\"error\":\"%s\"}\n", error);
   } else {
-    std::printf("{%s\"system\":\"%s\",\"hq\":%lld,\"hkv\":%lld,\"d\":%lld,\"batch\":%lld,\"qo_len\":%lld,"
-                "\"kv_len\":%lld,\"causal\":%s,\"page_size\":%lld,\"flops\":%.0f,\"us\":%.3f,"
-                "\"us_min\":%.3f,\"tflops\":%.2f,\"reps\":%d,\"unix_ms\":%lld,\"kernel\":\"%s\"}\n",
-                mix.c_str(), system.c_str(), (long long)c.hq, (long long)c.hkv, (long long)c.d, (long long)c.batch,
-                (long long)c.qo_len, (long long)c.kv_len, c.causal ? "true" : "false",
-                (long long)page_size, flops, t.median_us, t.min_us, flops / (t.median_us * 1e-6) / 1e12,
-                t.reps, unix_ms(), flashpage::cuda::last_prefill_kernel());
+    const double flops = 4.0 * double(c.hq * c.d) * unmasked_pairs(c);
+    std::printf("\"flops\":%.0f,\"us\":%.3f,\"us_min\":%.3f,\"tflops\":%.2f,\"reps\":%d,\"unix_ms\":%lld,"
+                "\"kernel\":\"%s\"}\n",
+                flops, t.median_us, t.min_us, flops / (t.median_us * 1e-6) / 1e12, t.reps, unix_ms(),
+                flashpage::cuda::last_prefill_kernel());
   }
   std::fflush(stdout);
 }
