@@ -155,6 +155,7 @@ struct Schedule {
   bool fold = false;
   int64_t steps = 0;
   int64_t tail_units = 0;  // subtile slowest: the first unit that has the last subtile
+  int head_band = 1;       // KV heads per L2 band: the host's, or all for short mixed rows
 };
 
 // Whether a causal schedule is folded: only when each block gets two virtual tiles (the host
@@ -173,7 +174,7 @@ __device__ __forceinline__ int tiles_per_step(const Schedule& s) { return s.fold
 // host's condition).
 __device__ __forceinline__ TilePairOrder pair_order(const HopperArgs& a, const Schedule& s) {
   return TilePairOrder{a.subtiles, s.units, s.tiles_per_row, a.k.p.batch_size,
-                       a.k.p.num_kv_heads, a.head_band};
+                       a.k.p.num_kv_heads, s.head_band};
 }
 
 // The schedule's sizes: the host's, or derived here from qo_indptr (rows_from_indptr) and
@@ -184,16 +185,32 @@ __device__ __forceinline__ TilePairOrder pair_order(const HopperArgs& a, const S
 template <int kRange, bool kPairs = false>
 __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
   Schedule s{a.num_virtual, a.units, a.tiles_per_row};
+  s.head_band = a.head_band;
   if (a.rows_from_indptr()) {
     const int32_t* indptr = a.k.p.qo_indptr;
     const int batch = a.k.p.batch_size;
-    int longest = 0;
+    int longest = 0, ranges = 0;
 #pragma unroll 4
-    for (int b = lane; b < batch; b += 32) longest = max(longest, indptr[b + 1] - indptr[b]);
+    for (int b = lane; b < batch; b += 32) {
+      const int len = indptr[b + 1] - indptr[b];
+      longest = max(longest, len);
+      ranges += (len + kRange - 1) / kRange;
+    }
     longest = __reduce_max_sync(0xffffffffu, longest);
+    ranges = __reduce_add_sync(0xffffffffu, ranges);
     s.tiles_per_row = (longest + kRange - 1) / kRange;
     s.units = int64_t(s.tiles_per_row) * batch;
     s.num_virtual = s.units * a.k.p.num_kv_heads * a.subtiles;
+    // Rows of unequal range counts leave units empty (a short row's ranges past its end),
+    // and in bands of a few heads the rows' costs then fall on the blocks' strides unevenly
+    // (a schedule model: 8x1000+56x100 at max/mean block load 1.34 banded, 1.04 not). The
+    // bands pay only where a row's tiles over all heads outlast about two tiles a block
+    // (1x8192+16x512 at 32 KV heads lost 12% unbanded: its long row's K/V is reread from
+    // L2 for 8 waves), so only rows that fit that run unbanded (bench/NOTES.md, sessions
+    // 47-48). Uniform rows (ranges == units) keep the host's bands.
+    const int64_t row_tiles = int64_t(s.tiles_per_row) * a.k.p.num_kv_heads * a.subtiles;
+    if (ranges < s.units && row_tiles <= 2 * int64_t(gridDim.x))
+      s.head_band = a.k.p.num_kv_heads;
   }
   s.fold = a.fold && folds_at(s.num_virtual, gridDim.x);
   const int64_t heads = a.k.p.num_kv_heads;
@@ -262,7 +279,8 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     }
   }
   int64_t unit;  // query range (no work list) or pair
-  split_band(rest, step_units(sched, units), k.p.num_kv_heads, a.head_band, t.kv_head, unit);
+  split_band(rest, step_units(sched, units), k.p.num_kv_heads, sched.head_band, t.kv_head,
+             unit);
   if (mirror) {
     if (units - 1 - unit == unit) return false;  // the middle unit of an odd count
     unit = units - 1 - unit;
