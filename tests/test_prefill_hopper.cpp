@@ -302,14 +302,15 @@ TEST(PrefillHopper, CudaClusterPairsRunWhereBuilt) {
 // Causal schedules of at least two virtual tiles per block are folded (scheduler.cuh): a
 // block takes a query range and then its mirror. These have an odd number of ranges (the
 // middle one has no mirror) and, like the 300-row case above (an even number), enough tiles
-// to fold on any GPU of up to 132 SMs.
+// to fold on any GPU of up to 132 SMs. The rows' ranges run back to back (dense units,
+// RowCursor): the mirrors walk the rows backwards while the forward tiles walk them on.
 TEST(PrefillHopper, CudaRaggedCausalFolded) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
-  const std::vector<int64_t> lens = {300, 129, 257, 1, 200};  // 3 ranges x 5 rows
-  FP_CASE(run_ragged(rng, {lens, {}, 32, 8, 128, DType::bf16, true}));   // 480 tiles
-  FP_CASE(run_ragged(rng, {lens, {}, 20, 20, 256, DType::f16, true}));   // 300 tiles
-  FP_CASE(run_ragged(rng, {{800, 513, 650}, {}, 16, 16, 64, DType::bf16, true}));  // 336
+  const std::vector<int64_t> lens = {300, 129, 257, 1, 200, 400, 130};  // 17 ranges of 128
+  FP_CASE(run_ragged(rng, {lens, {}, 32, 8, 128, DType::bf16, true}));   // 544 tiles
+  FP_CASE(run_ragged(rng, {lens, {}, 20, 20, 256, DType::f16, true}));   // 340 tiles
+  FP_CASE(run_ragged(rng, {{800, 513, 650}, {}, 16, 16, 64, DType::bf16, true}));  // 288 of 128
 }
 
 // On the Hopper kernel the ragged call reads its rows' lengths on the device only, so it can

@@ -110,6 +110,7 @@ struct HopperKnobs {
   bool multicast = true;
   int three_wg = -1;  // -1: the rule
   bool paged_list = true;
+  bool dense_ragged = true;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -130,6 +131,8 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_THREE_WG")) k.three_wg = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_PAGED_LIST"))
       k.paged_list = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_DENSE_RAGGED"))
+      k.dense_ragged = std::atoi(v) != 0;
     return k;
   }();
   return knobs;
@@ -192,6 +195,7 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   a.ablate = hopper_knobs().ablate;
   a.pingpong = hopper_knobs().pingpong ? 1 : 0;
   a.row_major = (p.causal ? hopper_knobs().causal_row_major : hopper_knobs().row_major) ? 1 : 0;
+  a.dense_rows = hopper_knobs().dense_ragged ? 1 : 0;
   prefill_tc::KernelArgs& k = a.k;
   k.p = p;
   k.paged = p.page_indices != nullptr;

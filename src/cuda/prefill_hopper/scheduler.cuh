@@ -82,6 +82,10 @@ struct HopperArgs {
   // FLASHPAGE_PREFILL_ROW_MAJOR and FLASHPAGE_PREFILL_CAUSAL_ROW_MAJOR are A/B knobs: results
   // stay correct either way).
   int row_major = 1;
+  // Row-major ranges of rows only the device knows (rows_from_indptr): units are the rows'
+  // ranges back to back (RowCursor, below), rather than tiles_per_row per row, of which a
+  // short row leaves the rest empty. FLASHPAGE_PREFILL_DENSE_RAGGED=0 is the A/B knob.
+  int dense_rows = 1;
   bool fold = false;        // causal: fold the units when each block gets two tiles
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
   // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual),
@@ -156,7 +160,82 @@ struct Schedule {
   int64_t steps = 0;
   int64_t tail_units = 0;  // subtile slowest: the first unit that has the last subtile
   int head_band = 1;       // KV heads per L2 band: the host's, or all for short mixed rows
+  bool dense = false;      // units are the rows' ranges back to back (HopperArgs::dense_rows)
 };
+
+// Where dense units (Schedule::dense) live: row `row`'s ranges are units [first, first +
+// ranges of the row). The producer keeps one for its forward tiles and one for the folded
+// mirrors, each of which moves a few rows per tile (a block's units rise along a band, the
+// mirrors fall), so finding a unit's row costs a warp one pass of 32 rows' lengths, not a
+// search of the batch. They live in shared memory (SmemPlan::row_cursors): in registers the
+// load warpgroup's 56 spilled.
+struct RowCursor {
+  int row = 0, first = 0;
+};
+struct RowCursors {
+  RowCursor forward, mirror;
+};
+static_assert(sizeof(RowCursors) <= kRowCursorBytes);
+
+template <int kRange>
+__device__ __forceinline__ int row_ranges(const int32_t* indptr, int batch, int b) {
+  return b >= 0 && b < batch ? (indptr[b + 1] - indptr[b] + kRange - 1) / kRange : 0;
+}
+
+// The cursor at the row that holds unit `unit` (< total, the units of all rows), walking from
+// c or from whichever end of the batch is nearer. Warp-collective: lane l reads row
+// c.row + l's length (c.row - 1 - l's walking back) and a prefix sum over the warp finds the
+// row.
+template <int kRange>
+__device__ __forceinline__ RowCursor seek_row(const int32_t* indptr, int batch, int total,
+                                              int unit, RowCursor c, int lane) {
+  constexpr unsigned kAll = 0xffffffffu;
+  if (unit >= c.first) {
+    if (total - unit < unit - c.first) c = RowCursor{batch, total};  // walk back from the end
+  } else if (unit < c.first - unit) {
+    c = RowCursor{};  // walk forward from the start
+  }
+  if (unit >= c.first) {
+    for (; c.row < batch;) {
+      const int n = row_ranges<kRange>(indptr, batch, c.row + lane);
+      int upto = n;  // units of rows c.row .. c.row + lane
+#pragma unroll
+      for (int d = 1; d < 32; d *= 2) {
+        const int y = __shfl_up_sync(kAll, upto, d);
+        if (lane >= d) upto += y;
+      }
+      const unsigned hit = __ballot_sync(kAll, c.first + upto > unit);
+      if (hit != 0) {
+        const int i = __ffs(hit) - 1;
+        c.first += __shfl_sync(kAll, upto - n, i);
+        c.row += i;
+        return c;
+      }
+      c.first += __shfl_sync(kAll, upto, 31);
+      c.row += 32;
+    }
+  } else {
+    for (; c.row > 0;) {
+      const int n = row_ranges<kRange>(indptr, batch, c.row - 1 - lane);
+      int back = n;  // units of rows c.row - 1 - lane .. c.row - 1
+#pragma unroll
+      for (int d = 1; d < 32; d *= 2) {
+        const int y = __shfl_up_sync(kAll, back, d);
+        if (lane >= d) back += y;
+      }
+      const unsigned hit = __ballot_sync(kAll, c.first - back <= unit);
+      if (hit != 0) {
+        const int i = __ffs(hit) - 1;
+        c.first -= __shfl_sync(kAll, back, i);
+        c.row -= 1 + i;
+        return c;
+      }
+      c.first -= __shfl_sync(kAll, back, 31);
+      c.row -= 32;
+    }
+  }
+  return c;  // not reached for unit < total
+}
 
 // Whether a causal schedule is folded: only when each block gets two virtual tiles (the host
 // decides its L2 bands by the same rule, prefill_hopper.cu).
@@ -199,7 +278,9 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
     longest = __reduce_max_sync(0xffffffffu, longest);
     ranges = __reduce_add_sync(0xffffffffu, ranges);
     s.tiles_per_row = (longest + kRange - 1) / kRange;
-    s.units = int64_t(s.tiles_per_row) * batch;
+    const int64_t row_units = int64_t(s.tiles_per_row) * batch;
+    s.dense = a.dense_rows != 0 && a.row_major != 0 && !kPairs;
+    s.units = s.dense ? int64_t(ranges) : row_units;
     s.num_virtual = s.units * a.k.p.num_kv_heads * a.subtiles;
     // Rows of unequal range counts leave units empty (a short row's ranges past its end),
     // and in bands of a few heads the rows' costs then fall on the blocks' strides unevenly
@@ -209,7 +290,7 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
     // L2 for 8 waves), so only rows that fit that run unbanded (bench/NOTES.md, sessions
     // 47-48). Uniform rows (ranges == units) keep the host's bands.
     const int64_t row_tiles = int64_t(s.tiles_per_row) * a.k.p.num_kv_heads * a.subtiles;
-    if (ranges < s.units && row_tiles <= 2 * int64_t(gridDim.x))
+    if (ranges < row_units && row_tiles <= 2 * int64_t(gridDim.x))
       s.head_band = a.k.p.num_kv_heads;
   }
   s.fold = a.fold && folds_at(s.num_virtual, gridDim.x);
@@ -248,11 +329,13 @@ __device__ __forceinline__ const int32_t* work_item(const HopperArgs& a, int64_t
 }
 
 // Fills t for virtual tile v (< steps * tiles_per_step); false when v names no rows (skip
-// it). Block-uniform. kBlockM: rows of an M tile, also the tokens of a range without a work
-// list.
+// it). Block-uniform; warp-collective for dense units (cursors: the calling warp's, in shared
+// memory; lane: its lane). kBlockM: rows of an M tile, also the tokens of a range without a
+// work list.
 template <int kBlockM, int kBlockN>
 __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedule& sched,
-                                               int64_t v, MTile& t) {
+                                               int64_t v, MTile& t, RowCursors* cursors,
+                                               int lane) {
   const prefill_tc::KernelArgs& k = a.k;
   const bool mirror = sched.fold && (v & 1) != 0;  // the step's second tile
   if (sched.fold) v >>= 1;
@@ -326,7 +409,18 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     // planner's work lists do); rank-major issues every row's rank r before any rank r + 1.
     // Causal ranks run latest first (they see the most keys).
     int rank;
-    if (!a.row_major) {
+    int row_ranges = sched.tiles_per_row;  // the row's ranges; for empty units, the longest's
+    if (sched.dense) {
+      RowCursor& stored = mirror ? cursors->mirror : cursors->forward;
+      const RowCursor c = seek_row<kBlockM>(k.p.qo_indptr, k.p.batch_size, int(sched.units),
+                                            int(unit), stored, lane);
+      __syncwarp();  // every lane has read `stored`
+      if (lane == 0) stored = c;
+      __syncwarp();
+      t.b = c.row;
+      rank = int(unit) - c.first;
+      row_ranges = (k.p.qo_indptr[t.b + 1] - k.p.qo_indptr[t.b] + kBlockM - 1) / kBlockM;
+    } else if (!a.row_major) {
       const int64_t ranges_per_rank = int64_t(k.p.batch_size);
       rank = int(unit / ranges_per_rank);
       t.b = int(unit % ranges_per_rank);
@@ -334,7 +428,7 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
       t.b = int(unit / sched.tiles_per_row);
       rank = int(unit - int64_t(t.b) * sched.tiles_per_row);
     }
-    const int qt = k.causal ? sched.tiles_per_row - 1 - rank : rank;
+    const int qt = k.causal ? row_ranges - 1 - rank : rank;
     t.g = prefill_tc::row_geometry(k, t.b);
     q_begin = qt * kBlockM;
     q_end = q_begin + kBlockM;
@@ -381,8 +475,10 @@ __device__ __forceinline__ bool cluster_pair(const HopperArgs& a, const Schedule
                                              int64_t p, int rank, MTile& t) {
   int64_t lead, mine;  // the virtual tiles of rank 0 and of this block (-1: none)
   pair_order(a, sched).tiles(p, rank, lead, mine);
-  if (rank != 0 && mine >= 0 && resolve_m_tile<kBlockM, kBlockN>(a, sched, mine, t)) return true;
-  if (!resolve_m_tile<kBlockM, kBlockN>(a, sched, lead, t)) return false;
+  // The pairs' units are never dense (schedule): no cursors.
+  if (rank != 0 && mine >= 0 && resolve_m_tile<kBlockM, kBlockN>(a, sched, mine, t, nullptr, 0))
+    return true;
+  if (!resolve_m_tile<kBlockM, kBlockN>(a, sched, lead, t, nullptr, 0)) return false;
   if (rank != 0) t.rows.count = 0;  // a ghost
   return true;
 }
