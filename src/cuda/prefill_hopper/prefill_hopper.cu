@@ -111,6 +111,7 @@ struct HopperKnobs {
   int three_wg = -1;  // -1: the rule
   bool paged_list = true;
   bool dense_ragged = true;
+  int unband_tiles = 2;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -133,6 +134,8 @@ const HopperKnobs& hopper_knobs() {
       k.paged_list = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_DENSE_RAGGED"))
       k.dense_ragged = std::atoi(v) != 0;
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_UNBAND_TILES"))
+      k.unband_tiles = std::max(std::atoi(v), 0);
     return k;
   }();
   return knobs;
@@ -196,6 +199,7 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   a.pingpong = hopper_knobs().pingpong ? 1 : 0;
   a.row_major = (p.causal ? hopper_knobs().causal_row_major : hopper_knobs().row_major) ? 1 : 0;
   a.dense_rows = hopper_knobs().dense_ragged ? 1 : 0;
+  a.unband_tiles = hopper_knobs().unband_tiles;
   prefill_tc::KernelArgs& k = a.k;
   k.p = p;
   k.paged = p.page_indices != nullptr;

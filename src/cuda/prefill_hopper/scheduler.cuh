@@ -86,6 +86,10 @@ struct HopperArgs {
   // ranges back to back (RowCursor, below), rather than tiles_per_row per row, of which a
   // short row leaves the rest empty. FLASHPAGE_PREFILL_DENSE_RAGGED=0 is the A/B knob.
   int dense_rows = 1;
+  // Rows of unequal range counts (rows_from_indptr) run without L2 bands when their longest
+  // row's tiles over all heads are at most this many per block (schedule());
+  // FLASHPAGE_PREFILL_UNBAND_TILES is the A/B knob (0: keep the host's bands).
+  int unband_tiles = 2;
   bool fold = false;        // causal: fold the units when each block gets two tiles
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
   // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual),
@@ -290,7 +294,7 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
     // L2 for 8 waves), so only rows that fit that run unbanded (bench/NOTES.md, sessions
     // 47-48). Uniform rows (ranges == units) keep the host's bands.
     const int64_t row_tiles = int64_t(s.tiles_per_row) * a.k.p.num_kv_heads * a.subtiles;
-    if (ranges < row_units && row_tiles <= 2 * int64_t(gridDim.x))
+    if (ranges < row_units && row_tiles <= int64_t(a.unband_tiles) * gridDim.x)
       s.head_band = a.k.p.num_kv_heads;
   }
   s.fold = a.fold && folds_at(s.num_virtual, gridDim.x);
