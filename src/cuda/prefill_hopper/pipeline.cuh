@@ -76,10 +76,6 @@ struct SmemPlan {
   __device__ __forceinline__ uint8_t* tile_slot(int i) const {
     return tile_slots + i * kTileSlotBytes;
   }
-  // The producer's RowCursors (scheduler.cuh), just past the tile slots.
-  __device__ __forceinline__ uint8_t* row_cursors() const {
-    return tile_slots + (Cfg::kRowCursorOffset - Cfg::kTileSlotOffset);
-  }
   // The epilogue's staging buffer: the tile's Q stage, or with kEarlyQRelease math warp
   // `warp`'s own (0 .. 7).
   __device__ __forceinline__ uint8_t* o_staging(int q_stage) const {

@@ -112,6 +112,7 @@ struct HopperKnobs {
   bool paged_list = true;
   bool dense_ragged = true;
   int unband_tiles = 2;
+  int64_t unband_mb = 0;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {
@@ -136,6 +137,8 @@ const HopperKnobs& hopper_knobs() {
       k.dense_ragged = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_UNBAND_TILES"))
       k.unband_tiles = std::max(std::atoi(v), 0);
+    if (const char* v = std::getenv("FLASHPAGE_PREFILL_UNBAND_MB"))
+      k.unband_mb = std::max<int64_t>(std::atoll(v), 0);
     return k;
   }();
   return knobs;
@@ -200,6 +203,7 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   a.row_major = (p.causal ? hopper_knobs().causal_row_major : hopper_knobs().row_major) ? 1 : 0;
   a.dense_rows = hopper_knobs().dense_ragged ? 1 : 0;
   a.unband_tiles = hopper_knobs().unband_tiles;
+  a.unband_bytes = hopper_knobs().unband_mb << 20;
   prefill_tc::KernelArgs& k = a.k;
   k.p = p;
   k.paged = p.page_indices != nullptr;

@@ -258,9 +258,6 @@ struct Producer {
     Ring<Cfg::kKStages> k_ring;
     Ring<Cfg::kVStages> v_ring;
     const Schedule sched = schedule<Cfg::kBlockM, kPairs>(a, lane);
-    RowCursors* cursors = reinterpret_cast<RowCursors*>(s.row_cursors());
-    if (lane == 0) *cursors = RowCursors{};
-    __syncwarp();
     for (int64_t vt = -1;;) {
       MTile t;
       if constexpr (kPairs) {
@@ -269,7 +266,7 @@ struct Producer {
           continue;
       } else {
         if (!next_tile(sched, vt)) break;
-        if (!resolve_m_tile<Cfg::kBlockM, kBlockN>(a, sched, vt, t, cursors, lane)) continue;
+        if (!resolve_m_tile<Cfg::kBlockM, kBlockN>(a, sched, vt, t, lane)) continue;
       }
       const bool empty = t.n_end <= t.n_begin;
       q_ring.wait_empty(s.q_empty);

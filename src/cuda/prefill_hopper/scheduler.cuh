@@ -88,8 +88,12 @@ struct HopperArgs {
   int dense_rows = 1;
   // Rows of unequal range counts (rows_from_indptr) run without L2 bands when their longest
   // row's tiles over all heads are at most this many per block (schedule());
-  // FLASHPAGE_PREFILL_UNBAND_TILES is the A/B knob (0: keep the host's bands).
+  // FLASHPAGE_PREFILL_UNBAND_TILES is the A/B knob (0: keep the host's bands). Or when the
+  // longest row's K/V over all heads (its query length taken for its keys') is at most
+  // unband_bytes (FLASHPAGE_PREFILL_UNBAND_MB, 0 by default: an A/B knob, bench/NOTES.md
+  // session 48).
   int unband_tiles = 2;
+  int64_t unband_bytes = 0;
   bool fold = false;        // causal: fold the units when each block gets two tiles
   // Timing experiments only (FLASHPAGE_PREFILL_ABLATE, wrong results): bit 0 = no softmax
   // (P = S as is), bit 1 = the producer copies no K/V (stale tiles, barriers as usual),
@@ -167,38 +171,28 @@ struct Schedule {
   bool dense = false;      // units are the rows' ranges back to back (HopperArgs::dense_rows)
 };
 
-// Where dense units (Schedule::dense) live: row `row`'s ranges are units [first, first +
-// ranges of the row). The producer keeps one for its forward tiles and one for the folded
-// mirrors, each of which moves a few rows per tile (a block's units rise along a band, the
-// mirrors fall), so finding a unit's row costs a warp one pass of 32 rows' lengths, not a
-// search of the batch. They live in shared memory (SmemPlan::row_cursors): in registers the
-// load warpgroup's 56 spilled.
+// Where a dense unit (Schedule::dense) lives: row `row`, whose ranges are units [first,
+// first + its ranges).
 struct RowCursor {
   int row = 0, first = 0;
 };
-struct RowCursors {
-  RowCursor forward, mirror;
-};
-static_assert(sizeof(RowCursors) <= kRowCursorBytes);
 
 template <int kRange>
 __device__ __forceinline__ int row_ranges(const int32_t* indptr, int batch, int b) {
   return b >= 0 && b < batch ? (indptr[b + 1] - indptr[b] + kRange - 1) / kRange : 0;
 }
 
-// The cursor at the row that holds unit `unit` (< total, the units of all rows), walking from
-// c or from whichever end of the batch is nearer. Warp-collective: lane l reads row
-// c.row + l's length (c.row - 1 - l's walking back) and a prefix sum over the warp finds the
-// row.
+// The row that holds unit `unit` (< total, the units of all rows), walking from whichever
+// end of the batch is nearer. Warp-collective: lane l reads row c.row + l's length
+// (c.row - 1 - l's walking back) and a prefix sum over the warp finds the row among 32 per
+// pass. No state is kept between tiles: a cursor in registers, or one per load warp in
+// shared memory, spilled the load warpgroup's 56 registers, and the mixes measured have at
+// most ~100 rows (two passes).
 template <int kRange>
 __device__ __forceinline__ RowCursor seek_row(const int32_t* indptr, int batch, int total,
-                                              int unit, RowCursor c, int lane) {
+                                              int unit, int lane) {
   constexpr unsigned kAll = 0xffffffffu;
-  if (unit >= c.first) {
-    if (total - unit < unit - c.first) c = RowCursor{batch, total};  // walk back from the end
-  } else if (unit < c.first - unit) {
-    c = RowCursor{};  // walk forward from the start
-  }
+  RowCursor c = 2 * unit < total ? RowCursor{} : RowCursor{batch, total};
   if (unit >= c.first) {
     for (; c.row < batch;) {
       const int n = row_ranges<kRange>(indptr, batch, c.row + lane);
@@ -283,7 +277,8 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
     ranges = __reduce_add_sync(0xffffffffu, ranges);
     s.tiles_per_row = (longest + kRange - 1) / kRange;
     const int64_t row_units = int64_t(s.tiles_per_row) * batch;
-    s.dense = a.dense_rows != 0 && a.row_major != 0 && !kPairs;
+    // Rows of equal range counts: the dense units are the old ones (no search needed).
+    s.dense = a.dense_rows != 0 && a.row_major != 0 && !kPairs && ranges < row_units;
     s.units = s.dense ? int64_t(ranges) : row_units;
     s.num_virtual = s.units * a.k.p.num_kv_heads * a.subtiles;
     // Rows of unequal range counts leave units empty (a short row's ranges past its end),
@@ -294,7 +289,9 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
     // L2 for 8 waves), so only rows that fit that run unbanded (bench/NOTES.md, sessions
     // 47-48). Uniform rows (ranges == units) keep the host's bands.
     const int64_t row_tiles = int64_t(s.tiles_per_row) * a.k.p.num_kv_heads * a.subtiles;
-    if (ranges < row_units && row_tiles <= int64_t(a.unband_tiles) * gridDim.x)
+    const int64_t row_bytes = int64_t(longest) * a.k.p.num_kv_heads * a.k.p.head_dim * 4;
+    if (ranges < row_units &&
+        (row_tiles <= int64_t(a.unband_tiles) * gridDim.x || row_bytes <= a.unband_bytes))
       s.head_band = a.k.p.num_kv_heads;
   }
   s.fold = a.fold && folds_at(s.num_virtual, gridDim.x);
@@ -333,13 +330,11 @@ __device__ __forceinline__ const int32_t* work_item(const HopperArgs& a, int64_t
 }
 
 // Fills t for virtual tile v (< steps * tiles_per_step); false when v names no rows (skip
-// it). Block-uniform; warp-collective for dense units (cursors: the calling warp's, in shared
-// memory; lane: its lane). kBlockM: rows of an M tile, also the tokens of a range without a
+// it). Block-uniform; warp-collective for dense units (lane: the calling warp's lane). kBlockM: rows of an M tile, also the tokens of a range without a
 // work list.
 template <int kBlockM, int kBlockN>
 __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedule& sched,
-                                               int64_t v, MTile& t, RowCursors* cursors,
-                                               int lane) {
+                                               int64_t v, MTile& t, int lane) {
   const prefill_tc::KernelArgs& k = a.k;
   const bool mirror = sched.fold && (v & 1) != 0;  // the step's second tile
   if (sched.fold) v >>= 1;
@@ -415,12 +410,8 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     int rank;
     int row_ranges = sched.tiles_per_row;  // the row's ranges; for empty units, the longest's
     if (sched.dense) {
-      RowCursor& stored = mirror ? cursors->mirror : cursors->forward;
-      const RowCursor c = seek_row<kBlockM>(k.p.qo_indptr, k.p.batch_size, int(sched.units),
-                                            int(unit), stored, lane);
-      __syncwarp();  // every lane has read `stored`
-      if (lane == 0) stored = c;
-      __syncwarp();
+      const RowCursor c =
+          seek_row<kBlockM>(k.p.qo_indptr, k.p.batch_size, int(sched.units), int(unit), lane);
       t.b = c.row;
       rank = int(unit) - c.first;
       row_ranges = (k.p.qo_indptr[t.b + 1] - k.p.qo_indptr[t.b] + kBlockM - 1) / kBlockM;
@@ -480,9 +471,9 @@ __device__ __forceinline__ bool cluster_pair(const HopperArgs& a, const Schedule
   int64_t lead, mine;  // the virtual tiles of rank 0 and of this block (-1: none)
   pair_order(a, sched).tiles(p, rank, lead, mine);
   // The pairs' units are never dense (schedule): no cursors.
-  if (rank != 0 && mine >= 0 && resolve_m_tile<kBlockM, kBlockN>(a, sched, mine, t, nullptr, 0))
+  if (rank != 0 && mine >= 0 && resolve_m_tile<kBlockM, kBlockN>(a, sched, mine, t, 0))
     return true;
-  if (!resolve_m_tile<kBlockM, kBlockN>(a, sched, lead, t, nullptr, 0)) return false;
+  if (!resolve_m_tile<kBlockM, kBlockN>(a, sched, lead, t, 0)) return false;
   if (rank != 0) t.rows.count = 0;  // a ghost
   return true;
 }

@@ -27,7 +27,6 @@ constexpr int kSwizzleRowBytes = 128;  // one 128B-swizzle row: 64 16-bit elemen
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleRowBytes;  // the 8-row pattern that repeats
 constexpr int kChunkBytes = 16;
 constexpr int kTileSlotBytes = 128;  // shared-memory room for one TileSlot (scheduler.cuh)
-constexpr int kRowCursorBytes = 16;  // the producer's RowCursors (scheduler.cuh), after the slots
 constexpr int kWarpgroupRows = 64;   // wgmma M: one consumer warpgroup's rows of an M tile
 constexpr int kProducerWarps = 4;    // the load warpgroup; each warp copies a quarter of a tile
 
@@ -114,8 +113,7 @@ struct TileConfig {
   // after the consumers released tile i + 1's Q, which they do after tile i's epilogue.
   static constexpr int kTileSlots = kQStages == 1 ? 2 : kQStages;
   static constexpr int kTileSlotOffset = kBarrierOffset + kNumBarriers * 8;
-  static constexpr int kRowCursorOffset = kTileSlotOffset + kTileSlots * kTileSlotBytes;
-  static constexpr int kSmemBytes = kRowCursorOffset + kRowCursorBytes;
+  static constexpr int kSmemBytes = kTileSlotOffset + kTileSlots * kTileSlotBytes;
   // The dynamic shared-memory base is only 16-byte aligned by contract: ask for one atom more
   // and round up at run time.
   static constexpr int kSmemLaunchBytes = kSmemBytes + kSwizzleAtomBytes;
