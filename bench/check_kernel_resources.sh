@@ -26,8 +26,8 @@ done
 #   register file as 128 x 32 + 384 x 160 (kernel.cuh), and ptxas spills 52 bytes: the
 #   load warpgroup's per-M-tile scheduling values and its cp.async row addresses, and one
 #   consumer value read back only for tiles without keys; none in the K/V loops of either
-#   side (nvdisasm of the cubin, bench/NOTES.md session 33). The dense ragged units' cursor
-#   (session 48, scheduler.cuh) took it to 56 bytes, and the O-TMA experiment's to 72.
+#   side (nvdisasm of the cubin, bench/NOTES.md session 33). The dense ragged units' row walk
+#   (session 48, scheduler.cuh seek_row) took it to 56 bytes, and the O-TMA experiment's to 68.
 SPILL_ALLOWANCES=('stream_decode_kernel.*Li256ELi4E=48' 'prefill_hopper_kernel.*Li64ELb0ELi3E=72')
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

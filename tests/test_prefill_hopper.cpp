@@ -303,7 +303,7 @@ TEST(PrefillHopper, CudaClusterPairsRunWhereBuilt) {
 // block takes a query range and then its mirror. These have an odd number of ranges (the
 // middle one has no mirror) and, like the 300-row case above (an even number), enough tiles
 // to fold on any GPU of up to 132 SMs. The rows' ranges run back to back (dense units,
-// RowCursor): the mirrors walk the rows backwards while the forward tiles walk them on.
+// scheduler.cuh seek_row): a tile and its mirror find their rows from opposite ends.
 TEST(PrefillHopper, CudaRaggedCausalFolded) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);

@@ -110,7 +110,10 @@ struct HopperKnobs {
   bool multicast = true;
   int three_wg = -1;  // -1: the rule
   bool paged_list = true;
-  bool dense_ragged = true;
+  // Off by default: session 48 measured dense units (with a cursor, since replaced by the
+  // stateless walk, scheduler.cuh seek_row) at a median 1.17x on mixed rows, and the
+  // stateless build never ran on a GPU that session (bench/NOTES.md).
+  bool dense_ragged = false;
   int unband_tiles = 2;
   int64_t unband_mb = 0;
 };

@@ -83,9 +83,10 @@ struct HopperArgs {
   // stay correct either way).
   int row_major = 1;
   // Row-major ranges of rows only the device knows (rows_from_indptr): units are the rows'
-  // ranges back to back (RowCursor, below), rather than tiles_per_row per row, of which a
-  // short row leaves the rest empty. FLASHPAGE_PREFILL_DENSE_RAGGED=0 is the A/B knob.
-  int dense_rows = 1;
+  // ranges back to back (seek_row, below), rather than tiles_per_row per row, of which a
+  // short row leaves the rest empty. FLASHPAGE_PREFILL_DENSE_RAGGED=1 turns it on (off by
+  // default until this build's GPU tests have run: prefill_hopper.cu, HopperKnobs).
+  int dense_rows = 0;
   // Rows of unequal range counts (rows_from_indptr) run without L2 bands when their longest
   // row's tiles over all heads are at most this many per block (schedule());
   // FLASHPAGE_PREFILL_UNBAND_TILES is the A/B knob (0: keep the host's bands). Or when the
