@@ -288,7 +288,7 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
     // bands pay only where a row's tiles over all heads outlast about two tiles a block
     // (1x8192+16x512 at 32 KV heads lost 12% unbanded: its long row's K/V is reread from
     // L2 for 8 waves), so only rows that fit that run unbanded (bench/NOTES.md, sessions
-    // 47-48). Uniform rows (ranges == units) keep the host's bands.
+    // 47-48). Rows of equal range counts (ranges == row_units) keep the host's bands.
     const int64_t row_tiles = int64_t(s.tiles_per_row) * a.k.p.num_kv_heads * a.subtiles;
     const int64_t row_bytes = int64_t(longest) * a.k.p.num_kv_heads * a.k.p.head_dim * 4;
     if (ranges < row_units &&
@@ -331,8 +331,8 @@ __device__ __forceinline__ const int32_t* work_item(const HopperArgs& a, int64_t
 }
 
 // Fills t for virtual tile v (< steps * tiles_per_step); false when v names no rows (skip
-// it). Block-uniform; warp-collective for dense units (lane: the calling warp's lane). kBlockM: rows of an M tile, also the tokens of a range without a
-// work list.
+// it). Block-uniform; warp-collective for dense units (lane: the calling warp's lane).
+// kBlockM: rows of an M tile, also the tokens of a range without a work list.
 template <int kBlockM, int kBlockN>
 __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedule& sched,
                                                int64_t v, MTile& t, int lane) {
@@ -409,13 +409,13 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     // planner's work lists do); rank-major issues every row's rank r before any rank r + 1.
     // Causal ranks run latest first (they see the most keys).
     int rank;
-    int row_ranges = sched.tiles_per_row;  // the row's ranges; for empty units, the longest's
+    int ranges_here = sched.tiles_per_row;  // the row's ranges; for empty units, the longest's
     if (sched.dense) {
       const RowCursor c =
           seek_row<kBlockM>(k.p.qo_indptr, k.p.batch_size, int(sched.units), int(unit), lane);
       t.b = c.row;
       rank = int(unit) - c.first;
-      row_ranges = (k.p.qo_indptr[t.b + 1] - k.p.qo_indptr[t.b] + kBlockM - 1) / kBlockM;
+      ranges_here = row_ranges<kBlockM>(k.p.qo_indptr, k.p.batch_size, t.b);
     } else if (!a.row_major) {
       const int64_t ranges_per_rank = int64_t(k.p.batch_size);
       rank = int(unit / ranges_per_rank);
@@ -424,7 +424,7 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
       t.b = int(unit / sched.tiles_per_row);
       rank = int(unit - int64_t(t.b) * sched.tiles_per_row);
     }
-    const int qt = k.causal ? row_ranges - 1 - rank : rank;
+    const int qt = k.causal ? ranges_here - 1 - rank : rank;
     t.g = prefill_tc::row_geometry(k, t.b);
     q_begin = qt * kBlockM;
     q_end = q_begin + kBlockM;
