@@ -183,55 +183,48 @@ __device__ __forceinline__ int row_ranges(const int32_t* indptr, int batch, int 
   return b >= 0 && b < batch ? (indptr[b + 1] - indptr[b] + kRange - 1) / kRange : 0;
 }
 
+// v summed over lanes 0 .. lane (warp-collective).
+__device__ __forceinline__ int warp_inclusive_sum(int v, int lane) {
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d) v += y;
+  }
+  return v;
+}
+
 // The row that holds unit `unit` (< total, the units of all rows), walking from whichever
-// end of the batch is nearer. Warp-collective: lane l reads row c.row + l's length
-// (c.row - 1 - l's walking back) and a prefix sum over the warp finds the row among 32 per
-// pass. No state is kept between tiles: a cursor in registers, or one per load warp in
-// shared memory, spilled the load warpgroup's 56 registers, and the mixes measured have at
-// most ~100 rows (two passes).
+// end of the batch is nearer: forward from row 0, or back from the end. Warp-collective:
+// per pass lane l reads the length of the walk's l-th next row, and a prefix sum over the
+// warp finds the row among 32. No state is kept between tiles: a cursor in registers, or
+// one per load warp in shared memory, spilled the load warpgroup's 56 registers, and the
+// mixes measured have at most ~100 rows (two passes).
 template <int kRange>
 __device__ __forceinline__ RowCursor seek_row(const int32_t* indptr, int batch, int total,
                                               int unit, int lane) {
   constexpr unsigned kAll = 0xffffffffu;
-  RowCursor c = 2 * unit < total ? RowCursor{} : RowCursor{batch, total};
-  if (unit >= c.first) {
-    for (; c.row < batch;) {
-      const int n = row_ranges<kRange>(indptr, batch, c.row + lane);
-      int upto = n;  // units of rows c.row .. c.row + lane
-#pragma unroll
-      for (int d = 1; d < 32; d *= 2) {
-        const int y = __shfl_up_sync(kAll, upto, d);
-        if (lane >= d) upto += y;
-      }
-      const unsigned hit = __ballot_sync(kAll, c.first + upto > unit);
-      if (hit != 0) {
-        const int i = __ffs(hit) - 1;
-        c.first += __shfl_sync(kAll, upto - n, i);
+  const bool forward = 2 * unit < total;
+  RowCursor c = forward ? RowCursor{} : RowCursor{batch, total};  // c.first: units before c.row
+  while (forward ? c.row < batch : c.row > 0) {
+    const int n = row_ranges<kRange>(indptr, batch, forward ? c.row + lane : c.row - 1 - lane);
+    const int walked = warp_inclusive_sum(n, lane);  // units of this pass's rows 0 .. lane
+    // Forward: the first row that ends past the unit; back: the first that starts at or before.
+    const unsigned hit =
+        __ballot_sync(kAll, forward ? c.first + walked > unit : c.first - walked <= unit);
+    if (hit != 0) {
+      const int i = __ffs(hit) - 1;
+      if (forward) {
+        c.first += __shfl_sync(kAll, walked - n, i);
         c.row += i;
-        return c;
-      }
-      c.first += __shfl_sync(kAll, upto, 31);
-      c.row += 32;
-    }
-  } else {
-    for (; c.row > 0;) {
-      const int n = row_ranges<kRange>(indptr, batch, c.row - 1 - lane);
-      int back = n;  // units of rows c.row - 1 - lane .. c.row - 1
-#pragma unroll
-      for (int d = 1; d < 32; d *= 2) {
-        const int y = __shfl_up_sync(kAll, back, d);
-        if (lane >= d) back += y;
-      }
-      const unsigned hit = __ballot_sync(kAll, c.first - back <= unit);
-      if (hit != 0) {
-        const int i = __ffs(hit) - 1;
-        c.first -= __shfl_sync(kAll, back, i);
+      } else {
+        c.first -= __shfl_sync(kAll, walked, i);
         c.row -= 1 + i;
-        return c;
       }
-      c.first -= __shfl_sync(kAll, back, 31);
-      c.row -= 32;
+      return c;
     }
+    const int pass = __shfl_sync(kAll, walked, 31);
+    c.first += forward ? pass : -pass;
+    c.row += forward ? 32 : -32;
   }
   return c;  // not reached for unit < total
 }
@@ -409,13 +402,11 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     // planner's work lists do); rank-major issues every row's rank r before any rank r + 1.
     // Causal ranks run latest first (they see the most keys).
     int rank;
-    int ranges_here = sched.tiles_per_row;  // the row's ranges; for empty units, the longest's
     if (sched.dense) {
       const RowCursor c =
           seek_row<kBlockM>(k.p.qo_indptr, k.p.batch_size, int(sched.units), int(unit), lane);
       t.b = c.row;
       rank = int(unit) - c.first;
-      ranges_here = row_ranges<kBlockM>(k.p.qo_indptr, k.p.batch_size, t.b);
     } else if (!a.row_major) {
       const int64_t ranges_per_rank = int64_t(k.p.batch_size);
       rank = int(unit / ranges_per_rank);
@@ -424,8 +415,12 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
       t.b = int(unit / sched.tiles_per_row);
       rank = int(unit - int64_t(t.b) * sched.tiles_per_row);
     }
-    const int qt = k.causal ? ranges_here - 1 - rank : rank;
     t.g = prefill_tc::row_geometry(k, t.b);
+    // The row's ranges: its own with dense units, else the longest row's (a short row's last
+    // ones are empty).
+    const int ranges_here =
+        sched.dense ? (t.g.qo_len + kBlockM - 1) / kBlockM : sched.tiles_per_row;
+    const int qt = k.causal ? ranges_here - 1 - rank : rank;
     q_begin = qt * kBlockM;
     q_end = q_begin + kBlockM;
     first = sub * kBlockM;
