@@ -302,16 +302,17 @@ TEST(PrefillHopper, CudaClusterPairsRunWhereBuilt) {
 // Causal schedules of at least two virtual tiles per block are folded (scheduler.cuh): a
 // block takes a query range and then its mirror. These have an odd number of ranges (the
 // middle one has no mirror) and, like the 300-row case above (an even number), enough tiles
-// to fold on any GPU of up to 132 SMs, also with FLASHPAGE_PREFILL_DENSE_RAGGED=1, where the
-// rows' ranges run back to back (scheduler.cuh seek_row) and a tile and its mirror find
-// their rows from opposite ends. Tiles: 4 ranges a row by default, (dense) 17 in all.
+// to fold on any GPU of up to 132 SMs, also with the default dense units, where the rows'
+// ranges run back to back (scheduler.cuh seek_row) and a tile and its mirror find their
+// rows from opposite ends. Tiles: 17 ranges in all (FLASHPAGE_PREFILL_DENSE_RAGGED=0: 4 a
+// row).
 TEST(PrefillHopper, CudaRaggedCausalFolded) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
   const std::vector<int64_t> lens = {300, 129, 257, 1, 200, 400, 130};
-  FP_CASE(run_ragged(rng, {lens, {}, 32, 8, 128, DType::bf16, true}));   // 896 (dense 544)
-  FP_CASE(run_ragged(rng, {lens, {}, 20, 20, 256, DType::f16, true}));   // 560 (dense 340)
-  FP_CASE(run_ragged(rng, {{800, 513, 650}, {}, 16, 16, 64, DType::bf16, true}));  // 336 (288)
+  FP_CASE(run_ragged(rng, {lens, {}, 32, 8, 128, DType::bf16, true}));   // 544 (old units: 896)
+  FP_CASE(run_ragged(rng, {lens, {}, 20, 20, 256, DType::f16, true}));   // 340 (old units: 560)
+  FP_CASE(run_ragged(rng, {{800, 513, 650}, {}, 16, 16, 64, DType::bf16, true}));  // 288 (old: 336)
 }
 
 // On the Hopper kernel the ragged call reads its rows' lengths on the device only, so it can

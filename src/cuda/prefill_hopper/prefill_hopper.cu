@@ -110,12 +110,15 @@ struct HopperKnobs {
   bool multicast = true;
   int three_wg = -1;  // -1: the rule
   bool paged_list = true;
-  // Off by default: session 48 measured dense units (with a cursor, since replaced by the
-  // stateless walk, scheduler.cuh seek_row) at a median 1.17x on mixed rows, and the
-  // stateless build never ran on a GPU that session (bench/NOTES.md).
-  bool dense_ragged = false;
+  // Dense ragged units: session 49 (H100) measured them at a median 1.28x over 48 ragged
+  // shapes (up to 3.9x on 500 short rows and 4 long), level on uniform rows (bench/NOTES.md).
+  bool dense_ragged = true;
   int unband_tiles = 2;
-  int64_t unband_mb = 0;
+  // Mixed rows whose longest row's K/V over all heads is at most this many MiB drop the L2
+  // bands (sessions 48-49, H100: +8-25% on five MHA mixes of 16-34 MB, GQA rows of 8-34 MB
+  // -3 to +7%, inside the run's noise; rows of 49-134 MB lost 6-9% without the bands):
+  // about four fifths of the 50 MB L2 of the H100 and H200.
+  int64_t unband_mb = 40;
 };
 const HopperKnobs& hopper_knobs() {
   static const HopperKnobs knobs = [] {

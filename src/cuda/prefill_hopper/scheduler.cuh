@@ -84,15 +84,15 @@ struct HopperArgs {
   int row_major = 1;
   // Row-major ranges of rows only the device knows (rows_from_indptr): units are the rows'
   // ranges back to back (seek_row, below), rather than tiles_per_row per row, of which a
-  // short row leaves the rest empty. FLASHPAGE_PREFILL_DENSE_RAGGED=1 turns it on (off by
-  // default until this build's GPU tests have run: prefill_hopper.cu, HopperKnobs).
+  // short row leaves the rest empty. On by default; FLASHPAGE_PREFILL_DENSE_RAGGED=0 is the
+  // A/B knob (prefill_hopper.cu, HopperKnobs).
   int dense_rows = 0;
   // Rows of unequal range counts (rows_from_indptr) run without L2 bands when their longest
   // row's tiles over all heads are at most this many per block (schedule());
   // FLASHPAGE_PREFILL_UNBAND_TILES is the A/B knob (0: keep the host's bands). Or when the
   // longest row's K/V over all heads (its query length taken for its keys') is at most
-  // unband_bytes (FLASHPAGE_PREFILL_UNBAND_MB, 0 by default: an A/B knob, bench/NOTES.md
-  // session 48).
+  // unband_bytes (FLASHPAGE_PREFILL_UNBAND_MB, in MiB: 40 by default, 0 turns it off;
+  // bench/NOTES.md sessions 48-49).
   int unband_tiles = 2;
   int64_t unband_bytes = 0;
   bool fold = false;        // causal: fold the units when each block gets two tiles
