@@ -315,6 +315,20 @@ TEST(PrefillHopper, CudaRaggedCausalFolded) {
   FP_CASE(run_ragged(rng, {{800, 513, 650}, {}, 16, 16, 64, DType::bf16, true}));  // 288 (old: 336)
 }
 
+// Hundreds of rows: the dense units' walk (scheduler.cuh seek_row) covers 256 rows a pass
+// from the batch's nearer end, so 700 rows take up to two passes either way, and empty rows
+// and rows of several ranges sit inside and across its lanes' blocks of 8.
+TEST(PrefillHopper, CudaRaggedManyRows) {
+  FP_REQUIRE_CUDA();
+  FP_SEEDED_RNG(rng);
+  std::vector<int64_t> lens(700);  // 3% of 300 tokens (three ranges), 10% empty, else 1-40
+  for (int64_t& n : lens) n = rng.coin(0.03) ? 300 : rng.coin(0.1) ? 0 : rng.integer(1, 40);
+  for (bool causal : {false, true}) {
+    FP_CASE(run_ragged(rng, {lens, {}, 8, 2, 128, DType::bf16, causal}));
+    FP_CASE(run_ragged(rng, {lens, {}, 4, 4, 64, DType::f16, causal}));
+  }
+}
+
 // On the Hopper kernel the ragged call reads its rows' lengths on the device only, so it can
 // be captured in a CUDA graph; replayed after qo_indptr changed in place (the same total, a
 // longer longest row: 3 query ranges instead of 2), it must follow the new segments.
