@@ -315,9 +315,9 @@ TEST(PrefillHopper, CudaRaggedCausalFolded) {
   FP_CASE(run_ragged(rng, {{800, 513, 650}, {}, 16, 16, 64, DType::bf16, true}));  // 288 (old: 336)
 }
 
-// Hundreds of rows: the dense units' walk (scheduler.cuh seek_row) covers 256 rows a pass
-// from the batch's nearer end, so 700 rows take up to two passes either way, and empty rows
-// and rows of several ranges sit inside and across its lanes' blocks of 8.
+// Hundreds of rows: the dense units' walk (scheduler.cuh seek_row) covers 32 rows a pass
+// from the batch's nearer end, so 700 rows take up to 11 passes either way, with empty rows
+// and rows of several ranges inside and across passes.
 TEST(PrefillHopper, CudaRaggedManyRows) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);

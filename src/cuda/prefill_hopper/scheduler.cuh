@@ -193,54 +193,38 @@ __device__ __forceinline__ int warp_inclusive_sum(int v, int lane) {
   return v;
 }
 
-// Rows per lane in a coarse pass of seek_row: such a pass covers 32 x 8 rows, each lane's
-// loads issued together, so a batch of 516 rows costs 1-2 round trips to L2 a tile, not 8-9.
-constexpr int kSeekRowsPerLane = 8;
-
 // The row that holds unit `unit` (< total, the units of all rows), walking from whichever
 // end of the batch is nearer: forward from row 0, or back from the end. Warp-collective:
-// per pass lane l sums the ranges of the walk's next rows `per_lane` * l onward and a
-// prefix sum over the warp finds the lane whose rows hold the unit; coarse passes take
-// kSeekRowsPerLane rows a lane, and a fine pass of a row a lane then picks the row among
-// that lane's (L1 hits). No state is kept between tiles: a cursor in registers, or one per load
-// warp in shared memory, spilled the load warpgroup's 56 registers (session 48).
+// per pass lane l reads the length of the walk's l-th next row, and a prefix sum over the
+// warp finds the row among 32. No state is kept between tiles: a cursor in registers, or
+// one per load warp in shared memory, spilled the load warpgroup's 56 registers, and the
+// mixes measured have at most ~100 rows (two passes).
 template <int kRange>
 __device__ __forceinline__ RowCursor seek_row(const int32_t* indptr, int batch, int total,
                                               int unit, int lane) {
   constexpr unsigned kAll = 0xffffffffu;
   const bool forward = 2 * unit < total;
-  const int step = forward ? 1 : -1;
   RowCursor c = forward ? RowCursor{} : RowCursor{batch, total};  // c.first: units before c.row
-  int per_lane = batch > 32 ? kSeekRowsPerLane : 1;  // up to 32 rows: the fine pass alone
   while (forward ? c.row < batch : c.row > 0) {
-    const int base = forward ? c.row + per_lane * lane : c.row - 1 - per_lane * lane;
-    int n = 0;
-#pragma unroll
-    for (int j = 0; j < kSeekRowsPerLane; ++j)
-      if (j < per_lane) n += row_ranges<kRange>(indptr, batch, base + step * j);
-    const int walked = warp_inclusive_sum(n, lane);  // units of this pass's lanes 0 .. lane
-    // Forward: the first lane whose rows end past the unit; back: the first whose rows start
-    // at or before it.
+    const int n = row_ranges<kRange>(indptr, batch, forward ? c.row + lane : c.row - 1 - lane);
+    const int walked = warp_inclusive_sum(n, lane);  // units of this pass's rows 0 .. lane
+    // Forward: the first row that ends past the unit; back: the first that starts at or before.
     const unsigned hit =
         __ballot_sync(kAll, forward ? c.first + walked > unit : c.first - walked <= unit);
     if (hit != 0) {
       const int i = __ffs(hit) - 1;
-      const int before = __shfl_sync(kAll, walked - n, i);  // units of lanes 0 .. i - 1
-      c.first += forward ? before : -before;
-      c.row += forward ? per_lane * i : -per_lane * i;
-      if (per_lane == 1) {  // lane i's row is the one
-        if (!forward) {
-          c.first -= __shfl_sync(kAll, n, i);
-          --c.row;
-        }
-        return c;
+      if (forward) {
+        c.first += __shfl_sync(kAll, walked - n, i);
+        c.row += i;
+      } else {
+        c.first -= __shfl_sync(kAll, walked, i);
+        c.row -= 1 + i;
       }
-      per_lane = 1;  // the unit is in lane i's rows: pick among them
-      continue;
+      return c;
     }
     const int pass = __shfl_sync(kAll, walked, 31);
     c.first += forward ? pass : -pass;
-    c.row += forward ? 32 * per_lane : -32 * per_lane;
+    c.row += forward ? 32 : -32;
   }
   return c;  // not reached for unit < total
 }
