@@ -321,7 +321,7 @@ TEST(PrefillHopper, CudaRaggedCausalFolded) {
 TEST(PrefillHopper, CudaRaggedManyRows) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
-  std::vector<int64_t> lens(700);  // 3% of 300 tokens (three ranges), 10% empty, else 1-40
+  std::vector<int64_t> lens(700);  // 3% of 300 tokens (2-3 ranges), 10% empty, else 1-40
   for (int64_t& n : lens) n = rng.coin(0.03) ? 300 : rng.coin(0.1) ? 0 : rng.integer(1, 40);
   for (bool causal : {false, true}) {
     FP_CASE(run_ragged(rng, {lens, {}, 8, 2, 128, DType::bf16, causal}));
