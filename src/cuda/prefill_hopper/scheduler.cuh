@@ -172,6 +172,12 @@ struct Schedule {
   bool dense = false;      // units are the rows' ranges back to back (HopperArgs::dense_rows)
 };
 
+// Query ranges of kRange tokens that cover `tokens` (the last one partial).
+template <int kRange>
+__host__ __device__ constexpr int ranges_of(int tokens) {
+  return (tokens + kRange - 1) / kRange;
+}
+
 // Where a dense unit (Schedule::dense) lives: row `row`, whose ranges are units [first,
 // first + its ranges).
 struct RowCursor {
@@ -180,7 +186,7 @@ struct RowCursor {
 
 template <int kRange>
 __device__ __forceinline__ int row_ranges(const int32_t* indptr, int batch, int b) {
-  return b >= 0 && b < batch ? (indptr[b + 1] - indptr[b] + kRange - 1) / kRange : 0;
+  return b >= 0 && b < batch ? ranges_of<kRange>(indptr[b + 1] - indptr[b]) : 0;
 }
 
 // v summed over lanes 0 .. lane (warp-collective).
@@ -197,8 +203,9 @@ __device__ __forceinline__ int warp_inclusive_sum(int v, int lane) {
 // end of the batch is nearer: forward from row 0, or back from the end. Warp-collective:
 // per pass lane l reads the length of the walk's l-th next row, and a prefix sum over the
 // warp finds the row among 32. No state is kept between tiles: a cursor in registers, or
-// one per load warp in shared memory, spilled the load warpgroup's 56 registers, and the
-// mixes measured have at most ~100 rows (two passes).
+// one per load warp in shared memory, spilled the load warpgroup's 56 registers. A coarser
+// walk (8 rows a lane, then this one) measured slower on batches of up to ~100 rows
+// (bench/NOTES.md, session 49); batches of hundreds want a unit-to-row table instead.
 template <int kRange>
 __device__ __forceinline__ RowCursor seek_row(const int32_t* indptr, int batch, int total,
                                               int unit, int lane) {
@@ -265,11 +272,11 @@ __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
     for (int b = lane; b < batch; b += 32) {
       const int len = indptr[b + 1] - indptr[b];
       longest = max(longest, len);
-      ranges += (len + kRange - 1) / kRange;
+      ranges += ranges_of<kRange>(len);
     }
     longest = __reduce_max_sync(0xffffffffu, longest);
     ranges = __reduce_add_sync(0xffffffffu, ranges);
-    s.tiles_per_row = (longest + kRange - 1) / kRange;
+    s.tiles_per_row = ranges_of<kRange>(longest);
     const int64_t row_units = int64_t(s.tiles_per_row) * batch;
     // Rows of equal range counts: the dense units are the old ones (no search needed).
     s.dense = a.dense_rows != 0 && a.row_major != 0 && !kPairs && ranges < row_units;
@@ -418,8 +425,7 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     t.g = prefill_tc::row_geometry(k, t.b);
     // The row's ranges: its own with dense units, else the longest row's (a short row's last
     // ones are empty).
-    const int ranges_here =
-        sched.dense ? (t.g.qo_len + kBlockM - 1) / kBlockM : sched.tiles_per_row;
+    const int ranges_here = sched.dense ? ranges_of<kBlockM>(t.g.qo_len) : sched.tiles_per_row;
     const int qt = k.causal ? ranges_here - 1 - rank : rank;
     q_begin = qt * kBlockM;
     q_end = q_begin + kBlockM;
@@ -466,7 +472,7 @@ __device__ __forceinline__ bool cluster_pair(const HopperArgs& a, const Schedule
                                              int64_t p, int rank, MTile& t) {
   int64_t lead, mine;  // the virtual tiles of rank 0 and of this block (-1: none)
   pair_order(a, sched).tiles(p, rank, lead, mine);
-  // The pairs' units are never dense (schedule): no cursors.
+  // The pairs' units are never dense (schedule), so no walk needs the lane.
   if (rank != 0 && mine >= 0 && resolve_m_tile<kBlockM, kBlockN>(a, sched, mine, t, 0))
     return true;
   if (!resolve_m_tile<kBlockM, kBlockN>(a, sched, lead, t, 0)) return false;
