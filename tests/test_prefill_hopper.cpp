@@ -303,8 +303,8 @@ TEST(PrefillHopper, CudaClusterPairsRunWhereBuilt) {
 // block takes a query range and then its mirror. These have an odd number of ranges (the
 // middle one has no mirror) and, like the 300-row case above (an even number), enough tiles
 // to fold on any GPU of up to 132 SMs, also with the default dense units, where the rows'
-// ranges run back to back (scheduler.cuh seek_row) and a tile and its mirror find their
-// rows from opposite ends. Tiles: 17 ranges in all (FLASHPAGE_PREFILL_DENSE_RAGGED=0: 4 a
+// ranges run back to back (scheduler.cuh seek_row) and a tile and its mirror lie in rows at
+// opposite ends of the batch. Tiles: 17 ranges in all (FLASHPAGE_PREFILL_DENSE_RAGGED=0: 4 a
 // row).
 TEST(PrefillHopper, CudaRaggedCausalFolded) {
   FP_REQUIRE_CUDA();
@@ -315,9 +315,11 @@ TEST(PrefillHopper, CudaRaggedCausalFolded) {
   FP_CASE(run_ragged(rng, {{800, 513, 650}, {}, 16, 16, 64, DType::bf16, true}));  // 288 (old: 336)
 }
 
-// Hundreds of rows: the dense units' walk (scheduler.cuh seek_row) covers 32 rows a pass
-// from the batch's nearer end, so 700 rows take up to 11 passes either way, with empty rows
-// and rows of several ranges inside and across passes.
+// Hundreds and thousands of rows: the dense units find their rows through a table of every
+// 32nd row's first unit (scheduler.cuh seek_row), so 700 rows take one pass over 22 entries
+// and one over the entry's 32 rows; 9000 rows outgrow the table's 256 entries and take an
+// entry every 64 rows (five passes over 141 entries, then up to two over the rows). Empty
+// rows and rows of several ranges fall inside and across entries.
 TEST(PrefillHopper, CudaRaggedManyRows) {
   FP_REQUIRE_CUDA();
   FP_SEEDED_RNG(rng);
@@ -327,6 +329,10 @@ TEST(PrefillHopper, CudaRaggedManyRows) {
     FP_CASE(run_ragged(rng, {lens, {}, 8, 2, 128, DType::bf16, causal}));
     FP_CASE(run_ragged(rng, {lens, {}, 4, 4, 64, DType::f16, causal}));
   }
+  std::vector<int64_t> many(9000);  // 0.3% of 200 tokens, 30% empty, else 1-4
+  for (int64_t& n : many) n = rng.coin(0.003) ? 200 : rng.coin(0.3) ? 0 : rng.integer(1, 4);
+  FP_CASE(run_ragged(rng, {many, {}, 8, 2, 128, DType::bf16, false}));
+  FP_CASE(run_ragged(rng, {many, {}, 4, 4, 64, DType::f16, true}));
 }
 
 // On the Hopper kernel the ragged call reads its rows' lengths on the device only, so it can

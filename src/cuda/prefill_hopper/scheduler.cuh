@@ -43,6 +43,7 @@
 #if FLASHPAGE_PREFILL_O_TMA
 #include "cuda/prefill_hopper/o_tma.h"
 #endif
+#include "cuda/prefill_hopper/sm90_ptx.cuh"
 #include "cuda/prefill_hopper/smem_layout.h"
 #include "cuda/prefill_hopper/tile_order.h"
 #include "cuda/prefill_tc/logits_policy.cuh"
@@ -199,41 +200,69 @@ __device__ __forceinline__ int warp_inclusive_sum(int v, int lane) {
   return v;
 }
 
-// The row that holds unit `unit` (< total, the units of all rows), walking from whichever
-// end of the batch is nearer: forward from row 0, or back from the end. Warp-collective:
-// per pass lane l reads the length of the walk's l-th next row, and a prefix sum over the
-// warp finds the row among 32. No state is kept between tiles: a cursor in registers, or
-// one per load warp in shared memory, spilled the load warpgroup's 56 registers. A coarser
-// walk (8 rows a lane, then this one) measured slower on batches of up to ~100 rows
-// (bench/NOTES.md, session 49); batches of hundreds want a unit-to-row table instead.
+// Dense units find their row through a table of the units before every seek_stride-th row
+// (32 rows, one walk pass, or as many passes as keep the table within kSeekEntries), which the producer warps build from qo_indptr once per block (schedule(), beside the reads
+// it makes anyway) and keep in shared memory. A tile's row is then one shared-memory pass
+// over the table and one pass over its stride's rows (seek_row), rather than a walk over
+// the batch from its nearer end, which cost batches of hundreds of rows up to 45% beside a
+// cursor kept between tiles (bench/NOTES.md, sessions 48-49). kSeekEntries: smem_layout.h.
+// Named barrier of the four producer warps once the table is written (ids 1 .. 6 are the
+// consumers': consumer_mainloop.cuh, epilogue.cuh).
+constexpr uint32_t kSeekTableBarrier = 1 + 2 * kMaxMathWarpgroups;
+
+// The table: static shared memory, so its address is a constant (the load warpgroup has no
+// register to hold one; smem_layout.h keeps it within the block's shared memory).
+__device__ __forceinline__ int* seek_table() {
+  __shared__ int table[kSeekEntries];
+  return table;
+}
+
+// Rows per table entry for a batch: whole passes of 32 rows, as many as fit the table.
+__host__ __device__ constexpr int seek_stride(int batch) {
+  const int passes = (batch + 31) / 32;
+  return 32 * ((passes + kSeekEntries - 1) / kSeekEntries);
+}
+static_assert(seek_stride(1) == 32 && seek_stride(32 * kSeekEntries) == 32 &&
+              seek_stride(32 * kSeekEntries + 1) == 64 && seek_stride(9000) == 64);
+
+// The row that holds unit `unit` (< the units of all rows), from the table: the last entry
+// at or before the unit (one shared-memory pass for up to 8192 rows), then forward through
+// its rows, 32 a pass (one pass for up to 8192 rows), where lane l reads the length of the
+// pass's l-th row and a prefix sum over the warp finds the row. Warp-collective.
 template <int kRange>
-__device__ __forceinline__ RowCursor seek_row(const int32_t* indptr, int batch, int total,
-                                              int unit, int lane) {
+__device__ __forceinline__ RowCursor seek_row(const int32_t* indptr, int batch, int unit,
+                                              int lane) {
   constexpr unsigned kAll = 0xffffffffu;
-  const bool forward = 2 * unit < total;
-  RowCursor c = forward ? RowCursor{} : RowCursor{batch, total};  // c.first: units before c.row
-  while (forward ? c.row < batch : c.row > 0) {
-    const int n = row_ranges<kRange>(indptr, batch, forward ? c.row + lane : c.row - 1 - lane);
+  RowCursor c;  // c.first: units before c.row
+  if (batch > 32) {
+    const int stride = seek_stride(batch);
+    const int entries = (batch + stride - 1) / stride;
+    const int* table = seek_table();
+    for (int base = 0;; base += 32) {  // entry 0 is 0, so the hit is past it
+      const int e = base + lane;
+      const unsigned hit = __ballot_sync(kAll, e < entries ? table[e] > unit : true);
+      if (hit != 0) {
+        const int last = base + __ffs(hit) - 2;  // the last entry at or before the unit
+        c.row = last * stride;
+        c.first = table[last];
+        break;
+      }
+    }
+  }
+  while (c.row < batch) {
+    const int n = row_ranges<kRange>(indptr, batch, c.row + lane);
     const int walked = warp_inclusive_sum(n, lane);  // units of this pass's rows 0 .. lane
-    // Forward: the first row that ends past the unit; back: the first that starts at or before.
-    const unsigned hit =
-        __ballot_sync(kAll, forward ? c.first + walked > unit : c.first - walked <= unit);
+    const unsigned hit = __ballot_sync(kAll, c.first + walked > unit);  // rows ending past it
     if (hit != 0) {
       const int i = __ffs(hit) - 1;
-      if (forward) {
-        c.first += __shfl_sync(kAll, walked - n, i);
-        c.row += i;
-      } else {
-        c.first -= __shfl_sync(kAll, walked, i);
-        c.row -= 1 + i;
-      }
+      c.first += __shfl_sync(kAll, walked - n, i);
+      c.row += i;
       return c;
     }
-    const int pass = __shfl_sync(kAll, walked, 31);
-    c.first += forward ? pass : -pass;
-    c.row += forward ? 32 : -32;
+    c.first += __shfl_sync(kAll, walked, 31);
+    c.row += 32;
   }
-  return c;  // not reached for unit < total
+  return c;  // not reached for unit < the units of all rows
 }
 
 // Whether a causal schedule is folded: only when each block gets two virtual tiles (the host
@@ -262,20 +291,27 @@ __device__ __forceinline__ TilePairOrder pair_order(const HopperArgs& a, const S
 // cluster's tile pairs (cluster_pair).
 template <int kRange, bool kPairs = false>
 __device__ __forceinline__ Schedule schedule(const HopperArgs& a, int lane) {
+  constexpr bool kWriteSeekTable = !kPairs;  // pairs are never dense
   Schedule s{a.num_virtual, a.units, a.tiles_per_row};
   s.head_band = a.head_band;
   if (a.rows_from_indptr()) {
     const int32_t* indptr = a.k.p.qo_indptr;
     const int batch = a.k.p.batch_size;
-    int longest = 0, ranges = 0;
+    // Pass p reads rows 32p .. 32p + 31; every stride's first pass writes the units before
+    // it to seek_row's table (lane 0 of warp 0; the producer warps then meet).
+    const int per_entry = seek_stride(batch) / 32;
+    const bool writer = kWriteSeekTable && threadIdx.x == 0;
+    int longest = 0, ranges = 0;  // ranges: warp-uniform, the units of the passes so far
 #pragma unroll 4
-    for (int b = lane; b < batch; b += 32) {
-      const int len = indptr[b + 1] - indptr[b];
+    for (int p = 0; 32 * p < batch; ++p) {
+      const int b = 32 * p + lane;
+      const int len = b < batch ? indptr[b + 1] - indptr[b] : 0;
       longest = max(longest, len);
-      ranges += ranges_of<kRange>(len);
+      if (writer && p % per_entry == 0) seek_table()[p / per_entry] = ranges;
+      ranges += __reduce_add_sync(0xffffffffu, ranges_of<kRange>(len));
     }
     longest = __reduce_max_sync(0xffffffffu, longest);
-    ranges = __reduce_add_sync(0xffffffffu, ranges);
+    if constexpr (kWriteSeekTable) sm90::named_sync(kSeekTableBarrier, 128);
     s.tiles_per_row = ranges_of<kRange>(longest);
     const int64_t row_units = int64_t(s.tiles_per_row) * batch;
     // Rows of equal range counts: the dense units are the old ones (no search needed).
@@ -411,7 +447,7 @@ __device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedu
     int rank;
     if (sched.dense) {
       const RowCursor c =
-          seek_row<kBlockM>(k.p.qo_indptr, k.p.batch_size, int(sched.units), int(unit), lane);
+          seek_row<kBlockM>(k.p.qo_indptr, k.p.batch_size, int(unit), lane);
       t.b = c.row;
       rank = int(unit) - c.first;
     } else if (!a.row_major) {

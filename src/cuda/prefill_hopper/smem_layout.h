@@ -29,6 +29,9 @@ constexpr int kChunkBytes = 16;
 constexpr int kTileSlotBytes = 128;  // shared-memory room for one TileSlot (scheduler.cuh)
 constexpr int kWarpgroupRows = 64;   // wgmma M: one consumer warpgroup's rows of an M tile
 constexpr int kProducerWarps = 4;    // the load warpgroup; each warp copies a quarter of a tile
+// Ragged rows' seek table (scheduler.cuh, seek_row): static shared memory beside the plan below.
+constexpr int kSeekEntries = 256;
+constexpr int kSeekTableBytes = kSeekEntries * 4;
 
 // Math warpgroups per block, each taking 64 rows of an M tile: two, or three at head_dim 64
 // (FlashAttention-3's 192-row tiles: there a warpgroup's softmax takes as long as its GEMMs,
@@ -119,7 +122,8 @@ struct TileConfig {
   static constexpr int kSmemLaunchBytes = kSmemBytes + kSwizzleAtomBytes;
 
   static_assert(kQBytes % kSwizzleAtomBytes == 0 && kKvBytes % kSwizzleAtomBytes == 0);
-  static_assert(kSmemLaunchBytes <= 227 * 1024, "over the sm_90 shared memory per block");
+  static_assert(kSmemLaunchBytes + kSeekTableBytes <= 227 * 1024,
+                "over the sm_90 shared memory per block");
 };
 
 // Byte offset of 16-byte chunk `chunk` (0 .. row_bytes/16 - 1) of row `row` in a swizzled
