@@ -121,7 +121,7 @@ for stage in $STAGES; do
       # Other builds of decode_bench on the same shapes (name=path, rows tagged flashpage_name).
       for alt in ${DECODE_ALT_BINS:-}; do
         name=${alt%%=*}
-        [ -x "${alt#*=}" ] || [ ! -f "${alt#*=}.gz" ] || gunzip -kf "${alt#*=}.gz"
+        [ -x "${alt#*=}" ] || [ ! -f "${alt#*=}.gz" ] || { gunzip -kf "${alt#*=}.gz" && chmod +x "${alt#*=}"; }
         FLASHPAGE_BENCH_LABEL="flashpage_$name" timeout "${BENCH_TIMEOUT:-300}" "${alt#*=}" ${DECODE_ARGS:-} \
           >"$OUT/decode_bench_$name.jsonl" 2>>"$OUT/decode_bench.err"
         note "decode_bench ($name: ${alt#*=}) rc=$?"
@@ -147,7 +147,7 @@ for stage in $STAGES; do
       # Other builds of prefill_bench on the same shapes (A/B of kernel versions that no env
       # knob switches): name=path, rows tagged _name.
       for alt in ${PREFILL_ALT_BINS:-}; do
-        [ -x "${alt#*=}" ] || [ ! -f "${alt#*=}.gz" ] || gunzip -kf "${alt#*=}.gz"  # pack_experiments.sh
+        [ -x "${alt#*=}" ] || [ ! -f "${alt#*=}.gz" ] || { gunzip -kf "${alt#*=}.gz" && chmod +x "${alt#*=}"; }  # pack_experiments.sh
         if [ -f "$(dirname "${alt#*=}")/FAILED" ]; then note "prefill_bench (${alt%%=*}): skipped, its tests failed"; continue; fi
         FLASHPAGE_BENCH_LABEL="${alt%%=*}" timeout "${BENCH_TIMEOUT:-300}" "${alt#*=}" ${PREFILL_ARGS:-} \
           >>"$OUT/prefill_bench.jsonl" 2>>"$OUT/prefill_bench.err"
@@ -183,7 +183,7 @@ for stage in $STAGES; do
       # One prefill launch (32/8/128, 1 x 8192, non-causal, ragged) with warp-stall sampling;
       # NCU_PREFILL_BIN profiles another build (an experiment's prefill_bench, after exptests).
       ncu_bin="${NCU_PREFILL_BIN:-$BUILD/bench/prefill_bench}"
-      [ -x "$ncu_bin" ] || [ ! -f "$ncu_bin.gz" ] || gunzip -kf "$ncu_bin.gz"
+      [ -x "$ncu_bin" ] || [ ! -f "$ncu_bin.gz" ] || { gunzip -kf "$ncu_bin.gz" && chmod +x "$ncu_bin"; }
       timeout "${NCU_TIMEOUT:-120}" ncu --clock-control none --kernel-name regex:"${NCU_PREFILL_KERNEL:-hopper}" \
         --launch-skip "${NCU_SKIP:-3}" --launch-count 1 --section SpeedOfLight --section Occupancy \
         --section LaunchStats --section WarpStateStats --section SchedulerStats \
@@ -208,7 +208,7 @@ for stage in $STAGES; do
       for e in ${EXPERIMENTS:-}; do
         d=".devpack/$e"
         if [ ! -f "$d/test_prefill_hopper.gz" ]; then note "exptests $e: no $d/test_prefill_hopper.gz"; continue; fi
-        gunzip -kf "$d"/*.gz
+        gunzip -kf "$d"/*.gz && chmod +x "$d"/*
         rm -f "$d/FAILED"
         # A failed (or hung: EXP_TIMEOUT, 150 s) experiment is marked, and neither its memcheck nor
         # its benchmark (the prefill stage's PREFILL_ALT_BINS) runs.
