@@ -30,8 +30,9 @@ done
 #   (session 48, scheduler.cuh seek_row) took it to 56 bytes, and the O-TMA experiment's to 68.
 #   The walk's seek table (session 50) took it from 52 to 84 bytes: the load warpgroup's
 #   local loads and stores went from 23 to 35 instructions, all in the per-M-tile code
-#   between the schedule and the Q copies, none in the K/V loop (cuobjdump -sass, from PyPI's nvidia-cuda-cuobjdump, as this machine's CUDA
-#   has none). The same 84 came from dropping the old walk's backward branch alone.
+#   between the schedule and the Q copies, none in the K/V loop (cuobjdump -sass, from
+#   PyPI's nvidia-cuda-cuobjdump, as this machine's CUDA has none). The same 84 came from
+#   dropping the old walk's backward branch alone.
 SPILL_ALLOWANCES=('stream_decode_kernel.*Li256ELi4E=48' 'prefill_hopper_kernel.*Li64ELb0ELi3E=88')
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

@@ -201,8 +201,9 @@ __device__ __forceinline__ int warp_inclusive_sum(int v, int lane) {
 }
 
 // Dense units find their row through a table of the units before every seek_stride-th row
-// (32 rows, one walk pass, or as many passes as keep the table within kSeekEntries), which the producer warps build from qo_indptr once per block (schedule(), beside the reads
-// it makes anyway) and keep in shared memory. A tile's row is then one shared-memory pass
+// (32 rows, one walk pass, or as many passes as keep the table within kSeekEntries), which
+// the producer warps build from qo_indptr once per block (schedule(), beside the reads it
+// makes anyway) and keep in shared memory. A tile's row is then one shared-memory pass
 // over the table and one pass over its stride's rows (seek_row), rather than a walk over
 // the batch from its nearer end, which cost batches of hundreds of rows up to 45% beside a
 // cursor kept between tiles (bench/NOTES.md, sessions 48-49). kSeekEntries: smem_layout.h.
@@ -219,8 +220,7 @@ __device__ __forceinline__ int* seek_table() {
 
 // Rows per table entry for a batch: whole passes of 32 rows, as many as fit the table.
 __host__ __device__ constexpr int seek_stride(int batch) {
-  const int passes = (batch + 31) / 32;
-  return 32 * ((passes + kSeekEntries - 1) / kSeekEntries);
+  return 32 * ranges_of<kSeekEntries>(ranges_of<32>(batch));
 }
 static_assert(seek_stride(1) == 32 && seek_stride(32 * kSeekEntries) == 32 &&
               seek_stride(32 * kSeekEntries + 1) == 64 && seek_stride(9000) == 64);
