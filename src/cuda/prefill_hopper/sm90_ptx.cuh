@@ -103,6 +103,13 @@ __device__ __forceinline__ void st_global_16(void* dst, const uint4& v) {
 #endif
 }
 
+// `bytes` (a multiple of 16, 16-byte aligned) of global memory into L2, nothing waited for.
+__device__ __forceinline__ void prefetch_l2(const void* src, uint32_t bytes) {
+#if defined(FP_HOPPER_DEVICE)
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
+
 // ---- named barriers (ids 1..15; 0 is __syncthreads) ---------------------------------------
 
 __device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads) {
