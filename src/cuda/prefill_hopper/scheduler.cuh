@@ -106,8 +106,8 @@ struct HopperArgs {
   // The consumer warpgroups take turns issuing their GEMMs (consumer_mainloop.cuh); 0 lets
   // them issue freely (FLASHPAGE_PREFILL_PINGPONG=0, an A/B knob: results stay correct).
   int pingpong = 1;
-  // 1: the load warpgroup asks L2 for the Q rows of the tile after next (Producer::
-  // prefetch_q), so the Q copy at the tile boundary reads L2, not DRAM
+  // 1: the load warpgroup asks L2 for the next M tile's Q rows a tile early (Producer::
+  // prefetch_q), so that Q's copy at the tile boundary reads L2, not DRAM
   // (FLASHPAGE_PREFILL_Q_PREFETCH=0 turns it off: an A/B knob).
   int prefetch_q = 1;
   // 1: clusters of two blocks share K/V tiles (kClusterBuild only; the host sets it for
