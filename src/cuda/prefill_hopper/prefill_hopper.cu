@@ -102,7 +102,6 @@ struct HopperKnobs {
   int ablate = 0;
   bool l2_bands = true;
   bool pingpong = true;
-  bool prefetch_q = true;
   bool tma = true;
   int tma_promotion = 256;
   bool fold = true;
@@ -127,8 +126,6 @@ const HopperKnobs& hopper_knobs() {
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_ABLATE")) k.ablate = std::atoi(v);
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_L2_BAND")) k.l2_bands = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_PINGPONG")) k.pingpong = std::atoi(v) != 0;
-    if (const char* v = std::getenv("FLASHPAGE_PREFILL_Q_PREFETCH"))
-      k.prefetch_q = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_TMA")) k.tma = std::atoi(v) != 0;
     if (const char* v = std::getenv("FLASHPAGE_PREFILL_TMA_PROMOTION"))
       k.tma_promotion = std::atoi(v);
@@ -209,7 +206,6 @@ bool run_prefill_hopper(const PrefillTcParams& params, cudaStream_t stream) {
   HopperArgs a;
   a.ablate = hopper_knobs().ablate;
   a.pingpong = hopper_knobs().pingpong ? 1 : 0;
-  a.prefetch_q = hopper_knobs().prefetch_q ? 1 : 0;
   a.row_major = (p.causal ? hopper_knobs().causal_row_major : hopper_knobs().row_major) ? 1 : 0;
   a.dense_rows = hopper_knobs().dense_ragged ? 1 : 0;
   a.unband_tiles = hopper_knobs().unband_tiles;

@@ -153,31 +153,6 @@ struct Producer {
                                        reinterpret_cast<const char*>(q), lane);
   }
 
-  // The Q rows of the M tile after tile vt into L2, one bulk prefetch per row, a row a lane
-  // (two math warpgroups: 32 rows a warp). At short rows an M tile's Q comes fresh from
-  // DRAM, and the producer copies it only once its stage is free, about two K/V steps before
-  // the consumers need it: the wait for it is ~7-10% of the math warps' time at 64 x 512
-  // (bench/NOTES.md, sessions 11 and 25). Asked for a tile earlier (run(): right after tile
-  // vt's own Q), that copy reads L2. Work lists and dense units are left out (resolve_rows
-  // <..., false>: their search code spilled here); a tile that then does not resolve, or a
-  // skipped one in between, only loses its prefetch.
-  __device__ __forceinline__ void prefetch_q(const Schedule& sched, int64_t vt) const {
-    static_assert(kQRowsPerWarp == 32, "a row a lane");
-    int64_t v = vt;
-    if (!next_tile(sched, v)) return;
-    MTile t;
-    if (!resolve_rows<Cfg::kBlockM, false>(a, sched, v, t, lane)) return;
-    const int r = warp * kQRowsPerWarp + lane;
-    if (r >= t.rows.count) return;
-    const prefill_tc::KernelArgs& k = a.k;
-    int i, head;
-    t.rows.locate(r, i, head);
-    const T* q = static_cast<const T*>(k.p.q) +
-                 prefill_tc::token_offset(t.b, t.g.qo_start, i, head, k.p.q_stride_batch,
-                                          k.p.q_stride_token, k.p.q_stride_head);
-    sm90::prefetch_l2(q, uint32_t(Cfg::kRowBytes));
-  }
-
   // The warp's slice of a K/V tile by TMA (kv_tma.h), when every row of it is a key (src of
   // each lane < kKvRowsPerWarp names a page or batch row) and each row's token coordinate
   // fits the map's 32-bit coordinates; false: the caller copies it by cp.async. Lane 0
@@ -298,9 +273,6 @@ struct Producer {
       if (!empty && (a.ablate & 16) == 0) load_q(t, s.q_tile(q_ring.stage));
       publish(t, empty ? TileSlot::kEmpty : TileSlot::kRun, q_ring);
       q_ring.advance();
-      // Two math warpgroups only: the three-warpgroup load warpgroup (32 registers) spills.
-      if constexpr (!kPairs && kMathWarpgroups == 2)
-        if (a.prefetch_q) prefetch_q(sched, vt);
       if (empty) continue;
 
       int n = t.n_end - 1;

@@ -106,10 +106,6 @@ struct HopperArgs {
   // The consumer warpgroups take turns issuing their GEMMs (consumer_mainloop.cuh); 0 lets
   // them issue freely (FLASHPAGE_PREFILL_PINGPONG=0, an A/B knob: results stay correct).
   int pingpong = 1;
-  // 1: the load warpgroup asks L2 for the next M tile's Q rows a tile early (Producer::
-  // prefetch_q), so that Q's copy at the tile boundary reads L2, not DRAM
-  // (FLASHPAGE_PREFILL_Q_PREFETCH=0 turns it off: an A/B knob).
-  int prefetch_q = 1;
   // 1: clusters of two blocks share K/V tiles (kClusterBuild only; the host sets it for
   // non-causal calls without a window, with TMA K/V and few ghosts, whose tiles pair up:
   // tile_order.h; FLASHPAGE_PREFILL_MULTICAST=0 turns it off). Here, in what was padding
@@ -373,15 +369,10 @@ __device__ __forceinline__ const int32_t* work_item(const HopperArgs& a, int64_t
 // Fills t for virtual tile v (< steps * tiles_per_step); false when v names no rows (skip
 // it). Block-uniform; warp-collective for dense units (lane: the calling warp's lane).
 // kBlockM: rows of an M tile, also the tokens of a range without a work list.
-// resolve_rows fills the tile's row, KV head and query rows only (Producer::prefetch_q);
-// resolve_m_tile also its keys. kAnySchedule false: false (no rows) for work lists and dense
-// units, whose search code a second resolve in the 56-register load warpgroup made spill.
-template <int kBlockM, bool kAnySchedule = true>
-__device__ __forceinline__ bool resolve_rows(const HopperArgs& a, const Schedule& sched,
-                                             int64_t v, MTile& t, int lane) {
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedule& sched,
+                                               int64_t v, MTile& t, int lane) {
   const prefill_tc::KernelArgs& k = a.k;
-  if constexpr (!kAnySchedule)
-    if (k.p.work_ints != nullptr || sched.dense) return false;
   const bool mirror = sched.fold && (v & 1) != 0;  // the step's second tile
   if (sched.fold) v >>= 1;
   // Subtile fastest keeps a query range's M tiles (which read the same K/V) together in time,
@@ -390,7 +381,7 @@ __device__ __forceinline__ bool resolve_rows(const HopperArgs& a, const Schedule
   int sub;
   int64_t rest;
   int64_t units = sched.units, unit0 = 0;  // this subtile's units: [unit0, unit0 + units)
-  if (!kAnySchedule || a.subtile_fastest()) {
+  if (a.subtile_fastest()) {
     sub = int(v % a.subtiles);
     rest = v / a.subtiles;
   } else {
@@ -415,7 +406,7 @@ __device__ __forceinline__ bool resolve_rows(const HopperArgs& a, const Schedule
   }
   unit += unit0;
   int q_begin = 0, q_end = 0, first = 0;
-  if (kAnySchedule && k.p.work_ints != nullptr) {
+  if (k.p.work_ints != nullptr) {
     const int64_t num_work = k.p.work_ints[0];
     const int64_t w0 = 2 * unit, w1 = w0 + 1;
     if (w0 >= num_work) return false;  // the grid was sized from the host's count
@@ -454,7 +445,7 @@ __device__ __forceinline__ bool resolve_rows(const HopperArgs& a, const Schedule
     // planner's work lists do); rank-major issues every row's rank r before any rank r + 1.
     // Causal ranks run latest first (they see the most keys).
     int rank;
-    if (kAnySchedule && sched.dense) {
+    if (sched.dense) {
       const RowCursor c =
           seek_row<kBlockM>(k.p.qo_indptr, k.p.batch_size, int(unit), lane);
       t.b = c.row;
@@ -482,13 +473,8 @@ __device__ __forceinline__ bool resolve_rows(const HopperArgs& a, const Schedule
   t.rows.count = min(kBlockM, (q_end - q_begin) * k.group - first);
   t.rows.q_begin = q_begin;
   t.rows.head0 = t.kv_head * k.group;
-  return t.rows.count > 0;
-}
-template <int kBlockM, int kBlockN>
-__device__ __forceinline__ bool resolve_m_tile(const HopperArgs& a, const Schedule& sched,
-                                               int64_t v, MTile& t, int lane) {
-  if (!resolve_rows<kBlockM>(a, sched, v, t, lane)) return false;
-  t.ranges = prefill_tc::tile_key_ranges(a.k, t.g, t.rows);
+  if (t.rows.count <= 0) return false;
+  t.ranges = prefill_tc::tile_key_ranges(k, t.g, t.rows);
   // Tiles outside the keys any row sees are never loaded (causal / window skip).
   if (t.ranges.any.hi > t.ranges.any.lo) {
     t.n_begin = t.ranges.any.lo / kBlockN;
