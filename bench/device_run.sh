@@ -19,6 +19,10 @@ fi
 summary="$OUT/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
+# An executable carried gzipped (pack_experiments.sh, .devpack/<name>/*.gz) is unpacked beside
+# its archive on every call: a warm machine keeps the copy an earlier call unpacked, which
+# may be another build's.
+unpack_executable() { [ ! -f "$1.gz" ] || { gunzip -kf "$1.gz" && chmod +x "$1"; }; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu \
   --format=csv >"$OUT/gpu.csv" 2>&1
@@ -121,7 +125,7 @@ for stage in $STAGES; do
       # Other builds of decode_bench on the same shapes (name=path, rows tagged flashpage_name).
       for alt in ${DECODE_ALT_BINS:-}; do
         name=${alt%%=*}
-        [ -x "${alt#*=}" ] || [ ! -f "${alt#*=}.gz" ] || { gunzip -kf "${alt#*=}.gz" && chmod +x "${alt#*=}"; }
+        unpack_executable "${alt#*=}"
         FLASHPAGE_BENCH_LABEL="flashpage_$name" timeout "${BENCH_TIMEOUT:-300}" "${alt#*=}" ${DECODE_ARGS:-} \
           >"$OUT/decode_bench_$name.jsonl" 2>>"$OUT/decode_bench.err"
         note "decode_bench ($name: ${alt#*=}) rc=$?"
@@ -147,7 +151,7 @@ for stage in $STAGES; do
       # Other builds of prefill_bench on the same shapes (A/B of kernel versions that no env
       # knob switches): name=path, rows tagged _name.
       for alt in ${PREFILL_ALT_BINS:-}; do
-        [ -x "${alt#*=}" ] || [ ! -f "${alt#*=}.gz" ] || { gunzip -kf "${alt#*=}.gz" && chmod +x "${alt#*=}"; }  # pack_experiments.sh
+        unpack_executable "${alt#*=}"
         if [ -f "$(dirname "${alt#*=}")/FAILED" ]; then note "prefill_bench (${alt%%=*}): skipped, its tests failed"; continue; fi
         FLASHPAGE_BENCH_LABEL="${alt%%=*}" timeout "${BENCH_TIMEOUT:-300}" "${alt#*=}" ${PREFILL_ARGS:-} \
           >>"$OUT/prefill_bench.jsonl" 2>>"$OUT/prefill_bench.err"
@@ -183,7 +187,7 @@ for stage in $STAGES; do
       # One prefill launch (32/8/128, 1 x 8192, non-causal, ragged) with warp-stall sampling;
       # NCU_PREFILL_BIN profiles another build (an experiment's prefill_bench, after exptests).
       ncu_bin="${NCU_PREFILL_BIN:-$BUILD/bench/prefill_bench}"
-      [ -x "$ncu_bin" ] || [ ! -f "$ncu_bin.gz" ] || { gunzip -kf "$ncu_bin.gz" && chmod +x "$ncu_bin"; }
+      unpack_executable "$ncu_bin"
       timeout "${NCU_TIMEOUT:-120}" ncu --clock-control none --kernel-name regex:"${NCU_PREFILL_KERNEL:-hopper}" \
         --launch-skip "${NCU_SKIP:-3}" --launch-count 1 --section SpeedOfLight --section Occupancy \
         --section LaunchStats --section WarpStateStats --section SchedulerStats \
@@ -208,7 +212,7 @@ for stage in $STAGES; do
       for e in ${EXPERIMENTS:-}; do
         d=".devpack/$e"
         if [ ! -f "$d/test_prefill_hopper.gz" ]; then note "exptests $e: no $d/test_prefill_hopper.gz"; continue; fi
-        gunzip -kf "$d"/*.gz && chmod +x "$d"/*
+        for f in "$d"/*.gz; do unpack_executable "${f%.gz}"; done
         rm -f "$d/FAILED"
         # A failed (or hung: EXP_TIMEOUT, 150 s) experiment is marked, and neither its memcheck nor
         # its benchmark (the prefill stage's PREFILL_ALT_BINS) runs.
