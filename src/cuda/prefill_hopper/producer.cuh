@@ -7,12 +7,12 @@
 // (kv_tma.h, load_slice_tma); Q, the partial last slice of a row's keys, small pages and
 // unusual strides go by 16-byte cp.async (cp.async.mbarrier.arrive.noinc), which gathers
 // rows token by token (pages of any size, NHD or HND, ragged rows, any 16-byte aligned
-// strides, the packed GQA query rows) and zero-fills rows past the end. Each warp moves a quarter
-// of a tile (32 rows; 16 of a 64-key K/V tile): lane l resolves the address of the slice's
-// row l (one page-table read per row, issued one tile ahead so its latency hides behind the
-// previous tile's wait), then the warp copies four rows per pass, 8 lanes per row, each lane
-// taking every 8th 16-byte chunk (whole 128-byte lines per row, coalesced), the row offset
-// broadcast with a shuffle.
+// strides, the packed GQA query rows) and zero-fills rows past the end. A tile is cut into four
+// slices (32 rows; 16 of a 64-key K/V tile; Producer::kSplitRoles says which warp takes
+// which): for each, lane l resolves the address of the slice's row l (one page-table read
+// per row, issued one tile ahead so its latency hides behind the previous tile's wait), then
+// the warp copies four rows per pass, 8 lanes per row, each lane taking every 8th 16-byte
+// chunk (whole 128-byte lines per row, coalesced), the row offset broadcast with a shuffle.
 //
 // Rows past the end (keys no row of the tile sees, query rows past the tile) are zero-filled:
 // S stays finite there (it is masked to -inf anyway) and P * V never meets stale NaNs.
@@ -102,22 +102,52 @@ template <class T, int kHeadDim, bool kPairs = false, int kMathWarpgroups = 2>
 struct Producer {
   using Cfg = TileConfig<kHeadDim, kMathWarpgroups>;
   static constexpr int kBlockN = Cfg::kBlockN;
-  // One slice per warp: four producer warps cover a Q or K/V tile.
+  // Rows of a slice: a Q or K/V tile is four slices (one a warp, or two with kSplitRoles).
   static constexpr int kQRowsPerWarp = Cfg::kBlockM / kProducerWarps;
   static constexpr int kKvRowsPerWarp = Cfg::kKvSliceRows;
   static_assert((kQRowsPerWarp == 32 || kQRowsPerWarp == 48) &&
                 (kKvRowsPerWarp == 32 || kKvRowsPerWarp == 16));
+  // Split roles (two math warpgroups, no clusters): warps 0-1 copy only K/V and warps 2-3
+  // only resolve tiles, copy Q and publish, each warp taking two of the four slices. Q then
+  // runs up to kQStages tiles ahead instead of waiting behind the last tile's K/V issue (the
+  // consumers' q_full wait, ~7-10% of their time at 64 x 512: bench/NOTES.md sessions 11,
+  // 25), and the K/V warps go from a tile's last V straight to the next tile's first K. Every
+  // thread arrives once per slice, so the barriers' counts stay those of pipeline.cuh.
+  // FLASHPAGE_PREFILL_SPLIT_ROLES=0 builds the four-warps-do-everything producer.
+#if !defined(FLASHPAGE_PREFILL_SPLIT_ROLES) || FLASHPAGE_PREFILL_SPLIT_ROLES
+  static constexpr bool kSplitRoles = !kPairs && kMathWarpgroups == 2;
+#else
+  static constexpr bool kSplitRoles = false;
+#endif
+  static constexpr int kSlicesPerWarp = kSplitRoles ? 2 : 1;
+  struct KvSources {
+    KvRowSource at[kSlicesPerWarp];
+  };
 
   const HopperArgs& a;
   const SmemPlan<kHeadDim, kMathWarpgroups>& s;
   int warp, lane;
 
+  // The warp's first slice (of a Q tile for the Q warps, of a K/V tile for the others).
+  __device__ __forceinline__ int slice0() const {
+    return kSplitRoles ? (warp & 1) * kSlicesPerWarp : warp;
+  }
+  __device__ __forceinline__ bool copies_q() const { return !kSplitRoles || warp >= 2; }
+  __device__ __forceinline__ bool copies_kv() const { return !kSplitRoles || warp < 2; }
+  // The lane's key rows of tile n in each of the warp's slices.
+  __device__ __forceinline__ KvSources lookup_slices(const MTile& t, int n) const {
+    KvSources src;
+#pragma unroll
+    for (int i = 0; i < kSlicesPerWarp; ++i) src.at[i] = lookup(t, n, slice0() + i);
+    return src;
+  }
+
   // Lane's key row of tile n (a plain load of the page id for paged K/V: issued here,
   // consumed at the next issue, so the load overlaps the wait for a free stage).
-  __device__ __forceinline__ KvRowSource lookup(const MTile& t, int n) const {
+  __device__ __forceinline__ KvRowSource lookup(const MTile& t, int n, int slice) const {
     const prefill_tc::KernelArgs& k = a.k;
     KvRowSource src;
-    const int key = n * kBlockN + warp * kKvRowsPerWarp + lane;
+    const int key = n * kBlockN + slice * kKvRowsPerWarp + lane;
     // No row sees it (also covers key >= kv_len), or a lane past the warp's slice.
     if (key >= t.ranges.any.hi || lane >= kKvRowsPerWarp) return src;
     if (k.paged) {
@@ -131,11 +161,11 @@ struct Producer {
     return src;
   }
 
-  // The warp's Q rows, at most 32 per copy (one row address per lane).
-  __device__ __forceinline__ void load_q(const MTile& t, uint32_t tile) const {
-    load_q_rows<kQRowsPerWarp < 32 ? kQRowsPerWarp : 32>(t, tile, warp * kQRowsPerWarp);
+  // Q slice `slice`'s rows, at most 32 per copy (one row address per lane).
+  __device__ __forceinline__ void load_q(const MTile& t, uint32_t tile, int slice) const {
+    load_q_rows<kQRowsPerWarp < 32 ? kQRowsPerWarp : 32>(t, tile, slice * kQRowsPerWarp);
     if constexpr (kQRowsPerWarp > 32)
-      load_q_rows<kQRowsPerWarp - 32>(t, tile, warp * kQRowsPerWarp + 32);
+      load_q_rows<kQRowsPerWarp - 32>(t, tile, slice * kQRowsPerWarp + 32);
   }
   template <int kRows>
   __device__ __forceinline__ void load_q_rows(const MTile& t, uint32_t tile, int row0) const {
@@ -161,7 +191,7 @@ struct Producer {
   // x column blocks issues box j / kColBlocks's column block j % kColBlocks.
   __device__ __forceinline__ bool load_slice_tma(const MTile& t, const KvRowSource& src,
                                                  const KvTmaMap& m, uint32_t full,
-                                                 uint32_t tile) const {
+                                                 uint32_t tile, int slice) const {
     const int box_rows = a.kv_tma.box_rows;
     if (box_rows == 0) return false;
     const int64_t coord = int64_t(src.unit) * m.unit_tokens + src.slot;
@@ -176,7 +206,7 @@ struct Producer {
       sm90::mbarrier_arrive(full);
     __syncwarp();  // the bytes are announced before any of them can land
     if (box * box_rows < kKvRowsPerWarp) {
-      const int row = warp * kKvRowsPerWarp + box * box_rows;
+      const int row = slice * kKvRowsPerWarp + box * box_rows;
       const uint32_t dst = tile + uint32_t((col_block * kBlockN + row) * kSwizzleRowBytes);
       const int c1 = m.token_dim == 1 ? token : t.kv_head;
       const int c2 = m.token_dim == 1 ? t.kv_head : token;
@@ -196,31 +226,36 @@ struct Producer {
   // One K or V tile into its ring's next stage (`tile`, its shared address): wait until the
   // stage is free, copy, mark it full. `pages` and the strides: k.p.k or k.p.v and theirs.
   template <int kStages>
-  __device__ __forceinline__ void load_kv(const MTile& t, const KvRowSource& src,
+  __device__ __forceinline__ void load_kv(const MTile& t, const KvSources& src,
                                           Ring<kStages>& ring, uint32_t full, uint32_t empty,
                                           uint32_t tile, const void* pages, int64_t stride_unit,
                                           int64_t stride_token, int64_t stride_head,
                                           const KvTmaMap& map) const {
     ring.wait_empty(empty);  // with kPairs, the peer's consumers have released it too
-    if (a.ablate & 2) {
-      sm90::mbarrier_arrive(ring.bar(full));
-    } else if (!load_slice_tma(t, src, map, ring.bar(full), tile)) {
-      const int64_t off = src.offset(stride_unit, stride_token, int64_t(t.kv_head) * stride_head);
-      const T* base = static_cast<const T*>(pages);
-      copy_warp_rows<T, kHeadDim, kKvRowsPerWarp>(tile, kBlockN, warp * kKvRowsPerWarp,
-                                                  row_address(base, off),
-                                                  reinterpret_cast<const char*>(base), lane);
-      signal_full(ring.bar(full));
+#pragma unroll
+    for (int i = 0; i < kSlicesPerWarp; ++i) {
+      const int slice = slice0() + i;
+      if (a.ablate & 2) {
+        sm90::mbarrier_arrive(ring.bar(full));
+      } else if (!load_slice_tma(t, src.at[i], map, ring.bar(full), tile, slice)) {
+        const int64_t off =
+            src.at[i].offset(stride_unit, stride_token, int64_t(t.kv_head) * stride_head);
+        const T* base = static_cast<const T*>(pages);
+        copy_warp_rows<T, kHeadDim, kKvRowsPerWarp>(tile, kBlockN, slice * kKvRowsPerWarp,
+                                                    row_address(base, off),
+                                                    reinterpret_cast<const char*>(base), lane);
+        signal_full(ring.bar(full));
+      }
     }
     ring.advance();
   }
-  __device__ __forceinline__ void load_k(const MTile& t, const KvRowSource& src,
+  __device__ __forceinline__ void load_k(const MTile& t, const KvSources& src,
                                          Ring<Cfg::kKStages>& ring) const {
     const prefill_tc::KernelArgs& k = a.k;
     load_kv(t, src, ring, s.k_full, s.k_empty, s.k_tile(ring.stage), k.p.k, k.p.k_stride_unit,
             k.p.k_stride_token, k.p.k_stride_head, a.kv_tma.k);
   }
-  __device__ __forceinline__ void load_v(const MTile& t, const KvRowSource& src,
+  __device__ __forceinline__ void load_v(const MTile& t, const KvSources& src,
                                          Ring<Cfg::kVStages>& ring) const {
     const prefill_tc::KernelArgs& k = a.k;
     load_kv(t, src, ring, s.v_full, s.v_empty, s.v_tile(ring.stage), k.p.v, k.p.v_stride_unit,
@@ -235,7 +270,7 @@ struct Producer {
     static_assert(Cfg::kTileSlots == (Cfg::kQStages == 1 ? 2 : Cfg::kQStages),
                   "one slot per Q stage, or two taken by the parity of a single stage's uses");
     const uint32_t full = q_ring.bar(s.q_full);
-    if (threadIdx.x == 0) {
+    if (warp == (kSplitRoles ? 2 : 0) && lane == 0) {
       TileSlot& slot = *reinterpret_cast<TileSlot*>(s.tile_slot(q_ring.slot()));
       slot.tile = t;
       slot.wg_all[0] = warpgroup_all_keys(a.k, t, 0);
@@ -244,7 +279,8 @@ struct Producer {
       slot.state = state;
       sm90::mbarrier_arrive(full);  // release: the slot is visible to whoever sees the phase
     }
-    signal_full(full);
+#pragma unroll
+    for (int i = 0; i < kSlicesPerWarp; ++i) signal_full(full);
   }
 
   // The whole schedule of this block. Every M tile goes through a Q stage (a tile no row of
@@ -269,27 +305,34 @@ struct Producer {
         if (!resolve_m_tile<Cfg::kBlockM, kBlockN>(a, sched, vt, t, lane)) continue;
       }
       const bool empty = t.n_end <= t.n_begin;
-      q_ring.wait_empty(s.q_empty);
-      if (!empty && (a.ablate & 16) == 0) load_q(t, s.q_tile(q_ring.stage));
-      publish(t, empty ? TileSlot::kEmpty : TileSlot::kRun, q_ring);
-      q_ring.advance();
-      if (empty) continue;
+      if (copies_q()) {
+        q_ring.wait_empty(s.q_empty);
+        if (!empty && (a.ablate & 16) == 0) {
+#pragma unroll
+          for (int i = 0; i < kSlicesPerWarp; ++i) load_q(t, s.q_tile(q_ring.stage), slice0() + i);
+        }
+        publish(t, empty ? TileSlot::kEmpty : TileSlot::kRun, q_ring);
+        q_ring.advance();
+      }
+      if (empty || !copies_kv()) continue;
 
       int n = t.n_end - 1;
-      KvRowSource cur = lookup(t, n);
-      KvRowSource next = n > t.n_begin ? lookup(t, n - 1) : KvRowSource{};
+      KvSources cur = lookup_slices(t, n);
+      KvSources next = n > t.n_begin ? lookup_slices(t, n - 1) : KvSources{};
       load_k(t, cur, k_ring);
       for (--n; n >= t.n_begin; --n) {
-        const KvRowSource prev = cur;
+        const KvSources prev = cur;
         cur = next;
-        if (n > t.n_begin) next = lookup(t, n - 1);
+        if (n > t.n_begin) next = lookup_slices(t, n - 1);
         load_v(t, prev, v_ring);
         load_k(t, cur, k_ring);
       }
       load_v(t, cur, v_ring);
     }
-    q_ring.wait_empty(s.q_empty);
-    publish(MTile{}, TileSlot::kDone, q_ring);
+    if (copies_q()) {
+      q_ring.wait_empty(s.q_empty);
+      publish(MTile{}, TileSlot::kDone, q_ring);
+    }
     // Copies still in flight complete on their barriers regardless; waiting keeps this
     // thread's outstanding cp.async from outliving it.
     sm90::cp_async_wait_all();
