@@ -111,31 +111,18 @@ struct Epilogue {
     }
 #endif
     __syncwarp();
-    store_staged_rows(warp_row0, my_out, lane);
-  }
-
-  // The warp's 16 staged rows out, kWarpRowsPerPass rows a pass. Every pass's row address
-  // (a shuffle) and 16-byte read-back first, then the global stores: read back and stored
-  // in turn, each read waited for the store before it (the compiler cannot move a shared
-  // load above a store through a generic pointer), eight read latencies in a row on the
-  // tile boundary (SASS, bench/NOTES.md session 51).
-  __device__ __forceinline__ void store_staged_rows(int warp_row0, T* my_out, int lane) const {
-    constexpr int kPasses = kWarpRows / kWarpRowsPerPass;
     const int sub_row = lane / Cfg::kChunks, chunk = lane % Cfg::kChunks;
-    uint4 values[kPasses];
-    T* dst[kPasses];
 #pragma unroll
-    for (int pass = 0; pass < kPasses; ++pass) {
+    for (int pass = 0; pass < kWarpRows / kWarpRowsPerPass; ++pass) {
       const int row_in_warp = pass * kWarpRowsPerPass + sub_row;
-      dst[pass] = reinterpret_cast<T*>(
+      T* dst = reinterpret_cast<T*>(
           __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(my_out), row_in_warp));
-      values[pass] = *reinterpret_cast<const uint4*>(
-          staging + tile_chunk_offset(warp_row0 + row_in_warp, chunk, Cfg::kBlockM));
+      if (dst == nullptr || !stores) continue;  // past the tile's rows
+      const int r = warp_row0 + row_in_warp;
+      const uint4 value =
+          *reinterpret_cast<const uint4*>(staging + tile_chunk_offset(r, chunk, Cfg::kBlockM));
+      *reinterpret_cast<uint4*>(dst + chunk * (kChunkBytes / Cfg::kElemBytes)) = value;
     }
-#pragma unroll
-    for (int pass = 0; pass < kPasses; ++pass)
-      if (dst[pass] != nullptr && stores)  // past the tile's rows
-        sm90::st_global_16(dst[pass] + chunk * (kChunkBytes / Cfg::kElemBytes), values[pass]);
   }
 
 #if FLASHPAGE_PREFILL_O_TMA

@@ -93,16 +93,6 @@ __device__ __forceinline__ void bulk_wait_all() {
 #endif
 }
 
-// A 16-byte store to global memory (out's rows): through a generic pointer the compiler
-// could not tell it from a shared-memory access.
-__device__ __forceinline__ void st_global_16(void* dst, const uint4& v) {
-#if defined(FP_HOPPER_DEVICE)
-  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w)
-               : "memory");
-#endif
-}
-
 // ---- named barriers (ids 1..15; 0 is __syncthreads) ---------------------------------------
 
 __device__ __forceinline__ void named_sync(uint32_t id, uint32_t threads) {
