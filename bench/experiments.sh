@@ -6,7 +6,7 @@ KERNEL_EXPERIMENTS=(late2=FLASHPAGE_PREFILL_LATE_EPILOGUE=2 reg=FLASHPAGE_PREFIL
                     cluster=FLASHPAGE_PREFILL_CLUSTER=1 otma=FLASHPAGE_PREFILL_O_TMA=1
                     rskip=FLASHPAGE_PREFILL_RESCALE=1 rescale0=FLASHPAGE_PREFILL_RESCALE=0
                     poly2=FLASHPAGE_PREFILL_EXP_POLY=2 poly3=FLASHPAGE_PREFILL_EXP_POLY=3
-                    poly4=FLASHPAGE_PREFILL_EXP_POLY=4)
+                    poly4=FLASHPAGE_PREFILL_EXP_POLY=4 split=FLASHPAGE_PREFILL_SPLIT_ROLES=1)
 
 # The nvcc -D flags of an experiment entry.
 experiment_defines() { echo "${1#*=}" | tr ',' '\n' | sed 's/^/-D/' | tr '\n' ' '; }

@@ -113,8 +113,10 @@ struct Producer {
   // consumers' q_full wait, ~7-10% of their time at 64 x 512: bench/NOTES.md sessions 11,
   // 25), and the K/V warps go from a tile's last V straight to the next tile's first K. Every
   // thread arrives once per slice, so the barriers' counts stay those of pipeline.cuh.
-  // FLASHPAGE_PREFILL_SPLIT_ROLES=0 builds the four-warps-do-everything producer.
-#if !defined(FLASHPAGE_PREFILL_SPLIT_ROLES) || FLASHPAGE_PREFILL_SPLIT_ROLES
+  // A kernel experiment (bench/experiments.sh, split=FLASHPAGE_PREFILL_SPLIT_ROLES=1): no
+  // GPU has run it yet (bench/NOTES.md, session 52); the default stays four warps that each
+  // do everything, which compiles to the same kernels as before this switch existed.
+#if defined(FLASHPAGE_PREFILL_SPLIT_ROLES) && FLASHPAGE_PREFILL_SPLIT_ROLES
   static constexpr bool kSplitRoles = !kPairs && kMathWarpgroups == 2;
 #else
   static constexpr bool kSplitRoles = false;
@@ -270,7 +272,7 @@ struct Producer {
     static_assert(Cfg::kTileSlots == (Cfg::kQStages == 1 ? 2 : Cfg::kQStages),
                   "one slot per Q stage, or two taken by the parity of a single stage's uses");
     const uint32_t full = q_ring.bar(s.q_full);
-    if (warp == (kSplitRoles ? 2 : 0) && lane == 0) {
+    if (kSplitRoles ? warp == 2 && lane == 0 : threadIdx.x == 0) {
       TileSlot& slot = *reinterpret_cast<TileSlot*>(s.tile_slot(q_ring.slot()));
       slot.tile = t;
       slot.wg_all[0] = warpgroup_all_keys(a.k, t, 0);
