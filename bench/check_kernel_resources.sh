@@ -16,7 +16,7 @@ entries=(prefill_hopper_bf16:prefill_hopper_bf16: prefill_hopper_f16:prefill_hop
 for e in "${KERNEL_EXPERIMENTS[@]}"; do
   entries+=("prefill_hopper_${e%%=*}:prefill_hopper_bf16:$(experiment_defines "$e")")
 done
-# Allowances, each "kernel regex=most spill bytes":
+# Allowances, each "[unit@]kernel regex=most spill bytes" (with unit@, for that unit only):
 # - The streamed decode kernel at head_dim 256 (4 consumer warps) runs at the 255-register
 #   cap, and since its warps combine their states in shared memory (session 27) ptxas spills
 #   up to ~36 bytes of the sub-unit loop's values (item index, bounds): a few local loads and
@@ -33,12 +33,12 @@ done
 #   between the schedule and the Q copies, none in the K/V loop (cuobjdump -sass, from
 #   PyPI's nvidia-cuda-cuobjdump, as this machine's CUDA has none). The same 84 came from
 #   dropping the old walk's backward branch alone.
-# - The two-warpgroup prefill kernels (Li2E) of the split-roles experiment (session 52,
-#   producer.cuh kSplitRoles; the default build's have none): 48-60 bytes, the load warpgroup's per-M-tile values (the
-#   resolve and the Q copies' row addresses); the K/V loop has no local loads or stores
-#   (cuobjdump -sass of the head_dim 128 kernel).
+# - The split-roles experiment's two-warpgroup prefill kernels (Li2E; session 52, producer.cuh
+#   kSplitRoles): 48-60 bytes, the load warpgroup's per-M-tile values (the resolve and the Q
+#   copies' row addresses); the K/V loop has no local loads or stores (cuobjdump -sass of the
+#   head_dim 128 kernel). The default build's Li2E kernels must stay at none.
 SPILL_ALLOWANCES=('stream_decode_kernel.*Li256ELi4E=48' 'prefill_hopper_kernel.*Li64ELb0ELi3E=88'
-                  'prefill_hopper_kernel.*ELb0ELi2E=64')
+                  'prefill_hopper_split@prefill_hopper_kernel.*ELb0ELi2E=64')
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 for entry in "${entries[@]}"; do
@@ -53,13 +53,14 @@ for entry in "${entries[@]}"; do
   u=${entry%%:*}
   # Spill lines (but the allowance below), each after its "Compiling entry function" line.
   spill_lines() {
-    awk -v allow="${SPILL_ALLOWANCES[*]}" '
+    awk -v allow="${SPILL_ALLOWANCES[*]}" -v unit="$u" '
       BEGIN { n = split(allow, a, " ") }
       /Compiling entry function/ { fn = $0 }
       /bytes spill stores/ && !/ 0 bytes spill stores, 0 bytes spill loads/ {
         split($0, w, " "); for (i = 1; i <= NF; ++i) if (w[i] == "spill" && w[i+1] == "stores,") stores = w[i-2]
         for (j = 1; j <= n; ++j) {
           eq = index(a[j], "="); re = substr(a[j], 1, eq - 1); most = substr(a[j], eq + 1) + 0
+          at = index(re, "@"); if (at > 0) { if (substr(re, 1, at - 1) != unit) continue; re = substr(re, at + 1) }
           if (fn ~ re && stores + 0 <= most) next
         }
         print fn " :: " $0 }' "$1"
