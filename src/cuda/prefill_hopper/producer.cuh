@@ -115,7 +115,8 @@ struct Producer {
   // thread arrives once per slice, so the barriers' counts stay those of pipeline.cuh.
   // A kernel experiment (bench/experiments.sh, split=FLASHPAGE_PREFILL_SPLIT_ROLES=1): no
   // GPU has run it yet (bench/NOTES.md, session 52); the default stays four warps that each
-  // do everything, which compiles to the same kernels as before this switch existed.
+  // do everything, the same program as before this switch (its SASS differs only in integer
+  // instruction forms and registers: no load, store, barrier or math instruction).
 #if defined(FLASHPAGE_PREFILL_SPLIT_ROLES) && FLASHPAGE_PREFILL_SPLIT_ROLES
   static constexpr bool kSplitRoles = !kPairs && kMathWarpgroups == 2;
 #else
