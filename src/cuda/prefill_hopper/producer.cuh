@@ -164,11 +164,14 @@ struct Producer {
     return src;
   }
 
-  // Q slice `slice`'s rows, at most 32 per copy (one row address per lane).
-  __device__ __forceinline__ void load_q(const MTile& t, uint32_t tile, int slice) const {
-    load_q_rows<kQRowsPerWarp < 32 ? kQRowsPerWarp : 32>(t, tile, slice * kQRowsPerWarp);
-    if constexpr (kQRowsPerWarp > 32)
-      load_q_rows<kQRowsPerWarp - 32>(t, tile, slice * kQRowsPerWarp + 32);
+  // The rows of the warp's Q slices, at most 32 per copy (one row address per lane).
+  __device__ __forceinline__ void load_q(const MTile& t, uint32_t tile) const {
+#pragma unroll
+    for (int i = 0; i < kSlicesPerWarp; ++i) {
+      const int row0 = (slice0() + i) * kQRowsPerWarp;
+      load_q_rows<kQRowsPerWarp < 32 ? kQRowsPerWarp : 32>(t, tile, row0);
+      if constexpr (kQRowsPerWarp > 32) load_q_rows<kQRowsPerWarp - 32>(t, tile, row0 + 32);
+    }
   }
   template <int kRows>
   __device__ __forceinline__ void load_q_rows(const MTile& t, uint32_t tile, int row0) const {
@@ -310,10 +313,7 @@ struct Producer {
       const bool empty = t.n_end <= t.n_begin;
       if (copies_q()) {
         q_ring.wait_empty(s.q_empty);
-        if (!empty && (a.ablate & 16) == 0) {
-#pragma unroll
-          for (int i = 0; i < kSlicesPerWarp; ++i) load_q(t, s.q_tile(q_ring.stage), slice0() + i);
-        }
+        if (!empty && (a.ablate & 16) == 0) load_q(t, s.q_tile(q_ring.stage));
         publish(t, empty ? TileSlot::kEmpty : TileSlot::kRun, q_ring);
         q_ring.advance();
       }
